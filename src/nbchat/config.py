@@ -1,0 +1,178 @@
+"""Settings, and where each one comes from.
+
+Precedence, highest first: explicit arguments (``Chat(model=...)``, magic
+options, ``%config ChatMagics.*``, which the magics pass as explicit) >
+``NBCHAT_*`` environment variables > defaults. With no endpoint configured
+anywhere, :func:`resolve` falls back to a local Ollama if one answers within a
+moment, else to the bundled offline demo model, and says so once per process.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+from .errors import ConfigError, InputError
+
+ENV_BASE_URL = "NBCHAT_BASE_URL"
+ENV_API_KEY = "NBCHAT_API_KEY"
+ENV_OPENAI_API_KEY = "OPENAI_API_KEY"
+ENV_PROVIDER = "NBCHAT_PROVIDER"
+ENV_MODEL = "NBCHAT_MODEL"
+ENV_STORE = "NBCHAT_STORE"
+ENV_USER = "NBCHAT_USER"
+ENV_JUPYTERHUB_USER = "JUPYTERHUB_USER"
+ENV_HISTORY_LIMIT = "NBCHAT_HISTORY_LIMIT"
+ENV_LOCAL_MODEL = "NBCHAT_LOCAL_MODEL"
+ENV_NO_AUTOLOAD = "NBCHAT_NO_AUTOLOAD"
+ENV_JUPYTER_DATA_DIR = "JUPYTER_DATA_DIR"
+
+Provider = Literal["openai", "ollama"]
+PROVIDERS: tuple[str, ...] = ("openai", "ollama")
+OLLAMA_DEFAULT_URL = "http://127.0.0.1:11434"
+DEMO_MODEL = "nbchat-demo"
+CONNECT_HINT = (
+    "connect a real model with: "
+    "%env NBCHAT_BASE_URL=https://api.openai.com/v1 (and NBCHAT_API_KEY=...)"
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved settings for one endpoint and one user's store.
+
+    ``api_key`` never appears in the repr; ``key_source`` names the variable it
+    came from, so error messages can say which one to fix.
+    """
+
+    base_url: str
+    provider: Provider = "openai"
+    model: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    key_source: str = ENV_API_KEY
+    store: Path = field(default_factory=lambda: default_store_path())
+    user: str = field(default_factory=lambda: default_user())
+    history_limit: int | None = None
+    connect_timeout: float = 5.0
+    read_timeout: float = 120.0
+    max_retries: int = 3
+    retry_budget: float = 30.0
+    origin: str = "configured"
+
+    def with_(self, **changes: object) -> Settings:
+        """A copy with some fields changed."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def default_user() -> str:
+    """``NBCHAT_USER``, else ``JUPYTERHUB_USER``, else the OS login."""
+    for var in (ENV_USER, ENV_JUPYTERHUB_USER):
+        value = os.environ.get(var, "").strip()
+        if value:
+            return value
+    try:
+        return getpass.getuser()
+    except Exception:  # no login name (containers without passwd entries)
+        return "default"
+
+
+def jupyter_data_dir() -> Path:
+    """Jupyter's per-user data directory, computed as jupyter_core does."""
+    if os.environ.get(ENV_JUPYTER_DATA_DIR):
+        return Path(os.environ[ENV_JUPYTER_DATA_DIR]).expanduser()
+    home = Path.home()
+    if sys.platform == "darwin":
+        return home / "Library" / "Jupyter"
+    if os.name == "nt":
+        appdata = os.environ.get("APPDATA")
+        return Path(appdata) / "jupyter" if appdata else home / ".jupyter" / "data"
+    xdg = os.environ.get("XDG_DATA_HOME")
+    return (Path(xdg) if xdg else home / ".local" / "share") / "jupyter"
+
+
+def default_store_path() -> Path:
+    """``NBCHAT_STORE``, else ``<jupyter data dir>/nbchat``."""
+    configured = os.environ.get(ENV_STORE, "").strip()
+    return Path(configured).expanduser() if configured else jupyter_data_dir() / "nbchat"
+
+
+def guess_provider(url: str) -> Provider:
+    """``ollama`` for Ollama's port or an URL without ``/v1``-style API path, else ``openai``."""
+    lowered = url.lower().rstrip("/")
+    if ":11434" in lowered or lowered.endswith("/api") or "ollama" in lowered:
+        return "ollama"
+    return "openai"
+
+
+def parse_history_limit(value: object, *, source: str = ENV_HISTORY_LIMIT) -> int | None:
+    """A non-negative message count, or None for no limit."""
+    if value is None or value == "":
+        return None
+    try:
+        limit = int(str(value).strip())
+    except ValueError:
+        raise ConfigError(
+            f"{source} must be a whole number of messages, got {value!r}; "
+            f"unset it for no limit"
+        ) from None
+    if limit < 0:
+        raise InputError(f"{source} must be 0 or more, got {limit}")
+    return limit
+
+
+def resolve(
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    provider: str | None = None,
+    model: str | None = None,
+    store: str | os.PathLike[str] | None = None,
+    user: str | None = None,
+    history_limit: int | None = None,
+    discover: bool = True,
+) -> Settings:
+    """Settings from explicit arguments, then ``NBCHAT_*`` variables, then defaults.
+
+    With no endpoint anywhere and ``discover`` true, look for a local Ollama and
+    then start the offline demo model (announced once on stderr).
+    """
+    env = os.environ
+    url = base_url or env.get(ENV_BASE_URL, "").strip() or None
+    key, key_source = _resolve_key(api_key)
+    chosen_provider = provider or env.get(ENV_PROVIDER, "").strip() or None
+    if chosen_provider is not None and chosen_provider not in PROVIDERS:
+        raise ConfigError(
+            f"unknown provider {chosen_provider!r} (from {ENV_PROVIDER} or the provider "
+            f"argument); use one of: {', '.join(PROVIDERS)}"
+        )
+    settings = Settings(
+        base_url=url or "",
+        provider=(chosen_provider or (guess_provider(url) if url else "openai")),  # type: ignore[arg-type]
+        model=model or env.get(ENV_MODEL, "").strip() or None,
+        api_key=key,
+        key_source=key_source,
+        store=Path(store).expanduser() if store is not None else default_store_path(),
+        user=user or default_user(),
+        history_limit=history_limit
+        if history_limit is not None
+        else parse_history_limit(env.get(ENV_HISTORY_LIMIT)),
+    )
+    if url or not discover:
+        return settings
+    from ._fallback import find_fallback_endpoint
+
+    return find_fallback_endpoint(settings)
+
+
+def _resolve_key(explicit: str | None) -> tuple[str | None, str]:
+    if explicit:
+        return explicit, "the api_key argument"
+    for var in (ENV_API_KEY, ENV_OPENAI_API_KEY):
+        value = os.environ.get(var, "").strip()
+        if value:
+            return value, var
+    return None, ENV_API_KEY

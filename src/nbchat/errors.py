@@ -1,0 +1,183 @@
+"""Every error nbchat raises, in one tree.
+
+::
+
+    NbchatError
+    ├── ConfigError                    a setting is missing or malformed
+    ├── InputError (ValueError)        bad argument: wrong type, empty title, unknown role
+    ├── LLMError                       talking to the model endpoint failed
+    │   ├── LLMConnectError            nothing answers at the URL
+    │   ├── LLMTimeout                 the endpoint stopped answering
+    │   ├── AuthenticationError        key missing or refused
+    │   ├── ModelNotFound (LookupError)
+    │   ├── RateLimited                429; ``.retry_after`` in seconds
+    │   ├── ServerError                5xx or another unexpected status
+    │   ├── MalformedStream            the stream is not the protocol
+    │   └── StreamCutOff               the stream ended before its end marker
+    ├── StoreError                     the thread store
+    │   ├── ThreadNotFound (LookupError)
+    │   ├── StoreCorrupt               a file is not a store we wrote; never overwritten
+    │   ├── StoreVersionError          written by a newer nbchat
+    │   └── StoreLocked                another process held the lock too long
+    ├── ToolError                      tools the LLM calls
+    │   ├── ToolDefinitionError        a function cannot become a tool
+    │   ├── InvalidToolArguments       what the LLM sent breaks the schema (told to the LLM)
+    │   ├── InvalidToolAnswer          the person's answer is not acceptable (told to the person)
+    │   ├── ToolRequirementsNotMet     the caller may not make or answer this call
+    │   └── NoPendingCall (LookupError)
+    └── TurnInterrupted                the user stopped a turn; the partial answer is kept
+
+Messages say what was wrong, naming the thing, then what to do. Structured
+attributes are keyword-only so that errors pickle across processes. No message,
+attribute or repr ever holds an API key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+class NbchatError(Exception):
+    """Base of every error nbchat raises on purpose."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only attributes survive pickling (multiprocessing, kernels).
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls: type[NbchatError], args: tuple[Any, ...], state: dict[str, Any]) -> NbchatError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, *args)
+    err.__dict__.update(state)
+    return err
+
+
+class ConfigError(NbchatError):
+    """A setting is missing or malformed."""
+
+
+class InputError(NbchatError, ValueError):
+    """An argument is of the wrong type or out of range."""
+
+
+class LLMError(NbchatError):
+    """Talking to the model endpoint failed."""
+
+    def __init__(self, message: str, *, url: str | None = None) -> None:
+        super().__init__(message)
+        self.url = url
+
+
+class LLMConnectError(LLMError):
+    """Nothing answers at the endpoint's URL."""
+
+
+class LLMTimeout(LLMError):
+    """The endpoint accepted the request but stopped answering."""
+
+
+class AuthenticationError(LLMError):
+    """The API key is missing or the endpoint refused it."""
+
+
+class ModelNotFound(LLMError, LookupError):
+    """The endpoint does not offer the requested model."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str | None = None,
+        model: str | None = None,
+        available: Sequence[str] = (),
+    ) -> None:
+        super().__init__(message, url=url)
+        self.model = model
+        self.available = list(available)
+
+
+class RateLimited(LLMError):
+    """The endpoint answered 429 Too Many Requests after every retry."""
+
+    def __init__(self, message: str, *, url: str | None = None, retry_after: float | None = None):
+        super().__init__(message, url=url)
+        self.retry_after = retry_after
+
+
+class ServerError(LLMError):
+    """The endpoint answered with an unexpected HTTP status."""
+
+    def __init__(self, message: str, *, url: str | None = None, status: int | None = None):
+        super().__init__(message, url=url)
+        self.status = status
+
+
+class MalformedStream(LLMError):
+    """The endpoint sent something that is not the protocol."""
+
+
+class StreamCutOff(LLMError):
+    """The stream ended before the endpoint said it was done: the answer is incomplete."""
+
+
+class StoreError(NbchatError):
+    """The thread store cannot do what was asked."""
+
+
+class ThreadNotFound(StoreError, LookupError):
+    """No thread with that id for this user (another user's thread is 'not found' too)."""
+
+    def __init__(self, message: str, *, thread_id: object = None, user: str | None = None):
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.user = user
+
+
+class StoreCorrupt(StoreError):
+    """A store file cannot be read as a store nbchat wrote; it is left untouched."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class StoreVersionError(StoreError):
+    """The store was written by a newer nbchat."""
+
+
+class StoreLocked(StoreError):
+    """Another process held the store's lock for too long."""
+
+
+class ToolError(NbchatError):
+    """A tool the LLM may call went wrong."""
+
+
+class ToolDefinitionError(ToolError, TypeError):
+    """A Python function or ClientTool cannot be offered to the LLM as it is."""
+
+
+class InvalidToolArguments(ToolError):
+    """The LLM's arguments break the tool's schema; the message goes back to the LLM."""
+
+
+class InvalidToolAnswer(ToolError):
+    """The person's answer is not acceptable; the call stays pending."""
+
+
+class ToolRequirementsNotMet(ToolError):
+    """The current user may not make, or answer, this tool call."""
+
+
+class NoPendingCall(ToolError, LookupError):
+    """There is no pending client-tool call with that id."""
+
+
+class TurnInterrupted(NbchatError):
+    """The user interrupted the turn; the partial answer is kept in the thread."""
+
+    def __init__(self, message: str, *, thread_id: int | None = None, partial: str = "") -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.partial = partial
