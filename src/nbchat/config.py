@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from .errors import ConfigError, InputError
+from .errors import ConfigError
 
 ENV_BASE_URL = "NBCHAT_BASE_URL"
 ENV_API_KEY = "NBCHAT_API_KEY"
@@ -120,7 +120,7 @@ def parse_history_limit(value: object, *, source: str = ENV_HISTORY_LIMIT) -> in
             f"unset it for no limit"
         ) from None
     if limit < 0:
-        raise InputError(f"{source} must be 0 or more, got {limit}")
+        raise ConfigError(f"{source} must be 0 or more (0 means no limit), got {limit}")
     return limit
 
 

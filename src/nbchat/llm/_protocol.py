@@ -1,0 +1,62 @@
+"""What a provider is: the wire format of one family of endpoints, nothing else.
+
+A provider builds request bodies and decodes responses. It never touches the
+network: the client in :mod:`nbchat.llm.client` owns the connection, retries
+and timeouts, so adding a provider is a small module, not a fork of the code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..events import ReplyEvent, ToolCall, Usage
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A whole, non-streamed model reply."""
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+class Provider(Protocol):
+    """The wire format of one family of endpoints."""
+
+    name: str
+    models_path: str
+    chat_path: str
+
+    def parse_models(self, data: Any) -> list[str]:
+        """Model names from the model-list response."""
+
+    def chat_body(
+        self,
+        messages: Sequence[dict[str, Any]],
+        model: str,
+        tools: Sequence[dict[str, Any]] | None,
+        stream: bool,
+    ) -> dict[str, Any]:
+        """The JSON body of a chat request (messages in OpenAI format)."""
+
+    def decode_stream(self, chunks: Iterable[bytes]) -> Iterator[ReplyEvent]:
+        """Reply events from the raw body, raising on a malformed or cut-off stream."""
+
+    def parse_reply(self, data: Any) -> Reply:
+        """A whole reply from a non-streamed response body."""
+
+    def error_detail(self, body: bytes) -> str:
+        """The endpoint's own error message from an error response body."""
+
+
+def usage_from(prompt: object, completion: object) -> Usage:
+    """Usage from two counts that may be missing or malformed."""
+    return Usage(
+        prompt_tokens=prompt if isinstance(prompt, int) else None,
+        completion_tokens=completion if isinstance(completion, int) else None,
+    )

@@ -1,0 +1,144 @@
+"""Ollama's native wire format (``/api/tags``, ``/api/chat`` as NDJSON)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from ..errors import MalformedStream, ServerError, StreamCutOff
+from ..events import (
+    ReplyEvent,
+    ReplyFinished,
+    TextDelta,
+    ToolCall,
+    ToolCallRequested,
+    UsageReported,
+)
+from ._protocol import Reply, usage_from
+from ._sse import LineDecoder
+
+
+class OllamaProvider:
+    """A local or remote Ollama server."""
+
+    name = "ollama"
+    models_path = "/api/tags"
+    chat_path = "/api/chat"
+
+    def parse_models(self, data: Any) -> list[str]:
+        items = data.get("models", []) if isinstance(data, dict) else []
+        return sorted(
+            str(item.get("name") or item.get("model"))
+            for item in items
+            if isinstance(item, dict) and (item.get("name") or item.get("model"))
+        )
+
+    def chat_body(
+        self,
+        messages: Sequence[dict[str, Any]],
+        model: str,
+        tools: Sequence[dict[str, Any]] | None,
+        stream: bool,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": [_to_ollama(m, messages) for m in messages],
+            "stream": stream,
+        }
+        if tools:
+            body["tools"] = list(tools)
+        return body
+
+    def decode_stream(self, chunks: Iterable[bytes]) -> Iterator[ReplyEvent]:
+        decoder = LineDecoder()
+        counter = 0
+        for chunk in chunks:
+            for line in decoder.feed(chunk):
+                obj = _loads(line)
+                message = obj.get("message") or {}
+                if message.get("content"):
+                    yield TextDelta(message["content"])
+                for call in message.get("tool_calls") or ():
+                    counter += 1
+                    yield ToolCallRequested(_call(call, counter))
+                if obj.get("done"):
+                    yield UsageReported(usage_from(obj.get("prompt_eval_count"), obj.get("eval_count")))
+                    yield ReplyFinished(obj.get("done_reason") or "stop")
+                    return
+        for line in decoder.close():
+            _loads(line)
+        raise StreamCutOff(
+            "the answer stream ended before Ollama said it was done; "
+            "the answer is incomplete — ask again"
+        )
+
+    def parse_reply(self, data: Any) -> Reply:
+        if not isinstance(data, dict) or "message" not in data:
+            raise MalformedStream("Ollama's reply has no message")
+        message = data["message"] or {}
+        calls = tuple(_call(c, i) for i, c in enumerate(message.get("tool_calls") or (), 1))
+        return Reply(
+            text=message.get("content") or "",
+            tool_calls=calls,
+            usage=usage_from(data.get("prompt_eval_count"), data.get("eval_count")),
+            finish_reason=data.get("done_reason"),
+        )
+
+    def error_detail(self, body: bytes) -> str:
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return body.decode("utf-8", "replace").strip()[:200]
+        return str(data.get("error", data)) if isinstance(data, dict) else str(data)
+
+
+def _loads(line: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        raise MalformedStream(f"Ollama sent a line that is not JSON: {line[:80]!r}") from None
+    if not isinstance(obj, dict):
+        raise MalformedStream(f"Ollama sent a line that is not an object: {line[:80]!r}")
+    if "error" in obj:
+        raise ServerError(f"Ollama reported an error mid-stream: {obj['error']}")
+    return obj
+
+
+def _call(data: dict[str, Any], number: int) -> ToolCall:
+    function = data.get("function") or {}
+    arguments = function.get("arguments", {})
+    return ToolCall(
+        id=str(data.get("id") or f"call_{number}"),
+        name=str(function.get("name", "")),
+        arguments=arguments if isinstance(arguments, str) else json.dumps(arguments),
+    )
+
+
+def _to_ollama(message: dict[str, Any], messages: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """An OpenAI-format message in Ollama's shape (object arguments, tool_name)."""
+    out: dict[str, Any] = {"role": message["role"], "content": message.get("content") or ""}
+    if message.get("tool_calls"):
+        out["tool_calls"] = [
+            {"function": {"name": c["function"]["name"], "arguments": _object(c)}}
+            for c in message["tool_calls"]
+        ]
+    if message["role"] == "tool":
+        out["tool_name"] = message.get("name") or _name_of(message.get("tool_call_id"), messages)
+    return out
+
+
+def _object(call: dict[str, Any]) -> Any:
+    arguments = call["function"].get("arguments", "{}")
+    try:
+        return json.loads(arguments) if isinstance(arguments, str) else arguments
+    except ValueError:
+        return {}
+
+
+def _name_of(call_id: object, messages: Sequence[dict[str, Any]]) -> str:
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            if call.get("id") == call_id:
+                return str(call["function"]["name"])
+    return ""

@@ -1,0 +1,158 @@
+"""The OpenAI chat-completions wire format (``/v1/models``, ``/v1/chat/completions``).
+
+Liberal in what it accepts: servers that omit ``[DONE]`` after a finish reason,
+send usage or not, send tool-call arguments in one piece or many, or put an
+``error`` object in the stream are all understood.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from ..errors import MalformedStream, ServerError, StreamCutOff
+from ..events import (
+    ReplyEvent,
+    ReplyFinished,
+    TextDelta,
+    ToolCall,
+    ToolCallRequested,
+    UsageReported,
+)
+from ._protocol import Reply, usage_from
+from ._sse import SSEDecoder
+
+
+class OpenAIProvider:
+    """OpenAI-compatible endpoints: OpenAI, vLLM, llama.cpp, LM Studio, Ollama's ``/v1``."""
+
+    name = "openai"
+    models_path = "/models"
+    chat_path = "/chat/completions"
+
+    def parse_models(self, data: Any) -> list[str]:
+        items = data.get("data", []) if isinstance(data, dict) else []
+        return sorted(str(item["id"]) for item in items if isinstance(item, dict) and "id" in item)
+
+    def chat_body(
+        self,
+        messages: Sequence[dict[str, Any]],
+        model: str,
+        tools: Sequence[dict[str, Any]] | None,
+        stream: bool,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": model, "messages": list(messages), "stream": stream}
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        if tools:
+            body["tools"] = list(tools)
+        return body
+
+    def decode_stream(self, chunks: Iterable[bytes]) -> Iterator[ReplyEvent]:
+        decoder = SSEDecoder()
+        calls = _ToolCallAssembler()
+        finish: str | None = None
+        loads = json.loads
+        for chunk in chunks:
+            for payload in decoder.feed(chunk):
+                if payload == "[DONE]":
+                    yield from calls.flush()
+                    yield ReplyFinished(finish)
+                    return
+                try:
+                    obj = loads(payload)
+                except ValueError:
+                    raise MalformedStream(
+                        f"the endpoint sent a stream chunk that is not JSON: {payload[:80]!r}"
+                    ) from None
+                choices = obj.get("choices")
+                if choices:
+                    choice = choices[0]
+                    delta = choice.get("delta") or {}
+                    content = delta.get("content")
+                    if content:
+                        yield TextDelta(content)
+                    if delta.get("tool_calls"):
+                        calls.add(delta["tool_calls"])
+                    if choice.get("finish_reason"):
+                        finish = choice["finish_reason"]
+                        yield from calls.flush()
+                elif "error" in obj:
+                    raise ServerError(f"the endpoint reported an error mid-stream: {_message(obj)}")
+                usage = obj.get("usage")
+                if usage:
+                    yield UsageReported(
+                        usage_from(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+                    )
+        if finish is None:
+            raise StreamCutOff(
+                "the answer stream ended before the endpoint said it was done; "
+                "the answer is incomplete — ask again"
+            )
+        yield from calls.flush()
+        yield ReplyFinished(finish)
+
+    def parse_reply(self, data: Any) -> Reply:
+        try:
+            choice = data["choices"][0]
+            message = choice["message"]
+        except (KeyError, IndexError, TypeError):
+            raise MalformedStream("the endpoint's reply has no choices[0].message") from None
+        calls = tuple(ToolCall.from_dict(c) for c in message.get("tool_calls") or ())
+        usage = data.get("usage") or {}
+        return Reply(
+            text=message.get("content") or "",
+            tool_calls=calls,
+            usage=usage_from(usage.get("prompt_tokens"), usage.get("completion_tokens")),
+            finish_reason=choice.get("finish_reason"),
+        )
+
+    def error_detail(self, body: bytes) -> str:
+        try:
+            return _message(json.loads(body))
+        except ValueError:
+            return body.decode("utf-8", "replace").strip()[:200]
+
+
+def _message(obj: Any) -> str:
+    if isinstance(obj, dict):
+        error = obj.get("error", obj)
+        if isinstance(error, dict):
+            return str(error.get("message") or error)
+        return str(error)
+    return str(obj)
+
+
+class _ToolCallAssembler:
+    """Tool-call deltas, assembled by index into whole calls."""
+
+    def __init__(self) -> None:
+        self._parts: dict[int, dict[str, Any]] = {}
+
+    def add(self, deltas: list[dict[str, Any]]) -> None:
+        for position, delta in enumerate(deltas):
+            index = delta.get("index", position)
+            part = self._parts.setdefault(index, {"id": "", "name": "", "arguments": []})
+            if delta.get("id"):
+                part["id"] = delta["id"]
+            function = delta.get("function") or {}
+            if function.get("name"):
+                part["name"] += function["name"]
+            arguments = function.get("arguments")
+            if arguments:
+                part["arguments"].append(
+                    arguments if isinstance(arguments, str) else json.dumps(arguments)
+                )
+
+    def flush(self) -> Iterator[ToolCallRequested]:
+        parts, self._parts = self._parts, {}
+        for index in sorted(parts):
+            part = parts[index]
+            yield ToolCallRequested(
+                ToolCall(
+                    id=part["id"] or f"call_{index}",
+                    name=part["name"],
+                    arguments="".join(part["arguments"]) or "{}",
+                )
+            )

@@ -1,0 +1,336 @@
+"""The HTTP side: a thread per connection, HTTP/1.1 keep-alive, chunked streams.
+
+Streams go out pre-encoded: with no delay the pieces are written in 64 KiB
+batches (one HTTP chunk each), so the server is never the bottleneck of a
+client benchmark. With a delay, the pause between chunks watches the socket,
+so a client that hangs up is noticed at once, and a stopping server ends it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import select
+import socket
+import socketserver
+import threading
+import time
+from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from ._protocols import OLLAMA, OPENAI, Ollama, OpenAI, StreamPlan, dumps, ollama_name
+from ._script import Reply
+
+if TYPE_CHECKING:
+    from ._server import RecordedRequest, ScriptedServer
+
+CHAT_PATHS = frozenset({OPENAI.chat_path, OLLAMA.chat_path})
+_BATCH_BYTES = 64 * 1024
+_POLL_SECONDS = 0.05
+_NO_FAULTS = Reply()
+
+Protocol = OpenAI | Ollama
+
+
+class _ClientGone(Exception):
+    """The client closed the connection before the response ended."""
+
+
+class _Stopped(Exception):
+    """The server is stopping; the response is abandoned."""
+
+
+class HTTPServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer that knows its open connections, to close them on stop."""
+
+    daemon_threads = True
+    request_queue_size = 64
+
+    def __init__(self, address: tuple[str, int], handler: type, *, owner: ScriptedServer):
+        self.owner = owner
+        self._live: set[socket.socket] = set()
+        self._live_changed = threading.Condition()
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, handler)
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind calls socket.getfqdn: a DNS lookup we don't need.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.socket.getsockname()[:2]
+        self.server_name, self.server_port = host, port
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._live_changed:
+            self._live.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        super().shutdown_request(request)
+        with self._live_changed:
+            self._live.discard(request)
+            self._live_changed.notify_all()
+
+    def close_connections(self) -> None:
+        """Shut every open connection down; their threads then end."""
+        with self._live_changed:
+            live = list(self._live)
+        for sock in live:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def wait_closed(self, timeout: float) -> None:
+        with self._live_changed:
+            self._live_changed.wait_for(lambda: not self._live, timeout)
+
+
+class Handler(BaseHTTPRequestHandler):
+    """Serves the requests of one client connection, in order."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "nbchat-testing"
+    sys_version = ""
+    disable_nagle_algorithm = True
+    server: HTTPServer
+    record: RecordedRequest
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the server's request log is the record."""
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    def do_POST(self) -> None:
+        self._serve()
+
+    def _serve(self) -> None:
+        owner = self.server.owner
+        raw = self._read_body()
+        path = urlsplit(self.path).path
+        protocol: Protocol = OLLAMA if path == "/" or path.startswith("/api/") else OPENAI
+        try:
+            body = json.loads(raw) if raw else None
+            is_valid = True
+        except ValueError:
+            body, is_valid = None, False
+        self.record = owner._record(
+            method=self.command,
+            path=self.path,
+            headers=dict(self.headers.items()),
+            body=body,
+            protocol=protocol.name,
+            connection=tuple(self.client_address[:2]),
+        )
+        self._headers_sent = False
+        try:
+            self._route(path, protocol, is_valid)
+        except (_ClientGone, _Stopped):
+            self.close_connection = True
+        except OSError:
+            self.close_connection = True
+            if not owner._stopping.is_set():
+                owner._update(self.record, disconnected=True)
+        except Exception as exc:
+            self.close_connection = True
+            if not self._headers_sent:
+                self._send_json(500, protocol.error(500, f"scripted server failed: {exc!r}"))
+            raise
+
+    def _route(self, path: str, protocol: Protocol, is_valid: bool) -> None:
+        owner = self.server.owner
+        expected = None if owner.api_key is None else f"Bearer {owner.api_key}"
+        if expected is not None and self.headers.get("Authorization") != expected:
+            return self._send_json(401, protocol.error(401))
+        request = (self.command, path)
+        if request == ("POST", protocol.chat_path):
+            return self._chat(protocol, is_valid)
+        if request == ("GET", "/v1/models"):
+            return self._send_json(200, OPENAI.models(owner.models))
+        if self.command == "GET" and path.startswith("/v1/models/"):
+            model = path.removeprefix("/v1/models/")
+            if _is_known(model, owner.models, OPENAI):
+                return self._send_json(200, OPENAI.model_entry(model))
+            return self._send_json(404, OPENAI.unknown_model(model))
+        if request == ("GET", "/api/tags"):
+            return self._send_json(200, OLLAMA.models(owner.models))
+        if request == ("GET", "/api/version"):
+            return self._send_json(200, OLLAMA.version())
+        if request == ("GET", "/"):
+            return self._send_bytes(200, "text/plain; charset=utf-8", b"Ollama is running")
+        return self._send_json(404, protocol.not_found(self.command, path))
+
+    def _chat(self, protocol: Protocol, is_valid: bool) -> None:
+        owner = self.server.owner
+        body = self.record.body
+        if not is_valid or not isinstance(body, dict):
+            return self._send_json(400, protocol.bad_json())
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            return self._send_json(400, protocol.missing_model())
+        if not _is_known(model, owner.models, protocol):
+            return self._send_json(404, protocol.unknown_model(model))
+        reply = owner._pick(body)
+        if reply is not None and reply.status is not None:
+            headers = {}
+            if reply.retry_after is not None:
+                headers["Retry-After"] = _seconds(reply.retry_after)
+            error = protocol.error(reply.status, reply.error_message)
+            return self._send_json(reply.status, error, headers)
+        answer = owner._answer(reply, body, model)
+        if protocol.is_stream(body):
+            self._stream(reply or _NO_FAULTS, protocol.stream(answer, body))
+        else:
+            self._whole(reply or _NO_FAULTS, dumps(protocol.whole(answer)).encode())
+
+    # -- whole responses ----------------------------------------------------
+
+    def _send_json(self, status: int, obj: Any, headers: Mapping[str, str] | None = None) -> None:
+        self._send_bytes(status, "application/json", dumps(obj).encode(), headers)
+
+    def _send_bytes(
+        self, status: int, content_type: str, data: bytes, headers: Mapping[str, str] | None = None
+    ) -> None:
+        self._start(status, content_type, {"Content-Length": str(len(data)), **(headers or {})})
+        self._write(data, completes=True)
+
+    def _whole(self, reply: Reply, data: bytes) -> None:
+        if reply.stall_after is not None:
+            self._pause(reply.stall)
+        if reply.cut_after is not None:
+            self._start(200, "application/json", {"Content-Length": str(len(data))})
+            self.wfile.write(data[: len(data) // 2])
+            return self._abort()
+        if reply.malformed_after is not None:
+            data = data[: len(data) // 2]
+        self._send_bytes(200, "application/json", data)
+
+    def _start(self, status: int, content_type: str, headers: Mapping[str, str]) -> None:
+        self.server.owner._update(self.record, status=status)
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self._headers_sent = True
+        self.end_headers()
+
+    # -- streams ------------------------------------------------------------
+
+    def _stream(self, reply: Reply, plan: StreamPlan) -> None:
+        chunked = {"Transfer-Encoding": "chunked", "Cache-Control": "no-cache"}
+        self._start(200, plan.content_type, chunked)
+        self._write_chunk(plan.preamble)
+        count = len(plan.pieces)
+        faults = (reply.cut_after, reply.malformed_after, reply.stall_after)
+        done = 0
+        for edge in sorted({min(f, count) for f in faults if f is not None} | {count}):
+            self._send_pieces(plan.pieces[done:edge], reply.delay, pause_first=done > 0)
+            done = edge
+            if edge == _clamp(reply.stall_after, count):
+                self._pause(reply.stall)
+            if edge == _clamp(reply.cut_after, count):
+                return self._abort()
+            if edge == _clamp(reply.malformed_after, count):
+                self._write_chunk(plan.malformed)
+                return self._end_chunks()
+        self._write_chunk(plan.closing)
+        self._end_chunks()
+
+    def _send_pieces(self, pieces: list[bytes], delay: float, pause_first: bool) -> None:
+        if delay:
+            for i, piece in enumerate(pieces):
+                if i or pause_first:
+                    self._pause(delay)
+                self._write_chunk(piece, chunks=1)
+            return
+        batch: list[bytes] = []
+        size = 0
+        for piece in pieces:
+            batch.append(piece)
+            size += len(piece)
+            if size >= _BATCH_BYTES:
+                self._write_chunk(b"".join(batch), chunks=len(batch))
+                batch, size = [], 0
+        if batch:
+            self._write_chunk(b"".join(batch), chunks=len(batch))
+
+    def _write_chunk(self, data: bytes, chunks: int = 0) -> None:
+        if data:  # an empty chunk would end the body
+            self._write(b"%X\r\n%b\r\n" % (len(data), data), chunks=chunks)
+
+    def _end_chunks(self) -> None:
+        self._write(b"0\r\n\r\n", completes=True)
+
+    def _write(self, data: bytes, *, chunks: int = 0, completes: bool = False) -> None:
+        # Progress is recorded before the bytes go out, so a client that has
+        # read them never finds the record behind; a failed write undoes it.
+        owner = self.server.owner
+        owner._progress(self.record, chunks, completed=completes or None)
+        try:
+            self.wfile.write(data)
+        except OSError:
+            owner._progress(self.record, -chunks, completed=False if completes else None)
+            raise
+
+    def _abort(self) -> None:
+        """Drop the connection mid-body, as a crashing server would."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _pause(self, seconds: float) -> None:
+        """Wait, but end at once if the client hangs up or the server stops."""
+        owner = self.server.owner
+        deadline = time.monotonic() + seconds
+        is_watching = True
+        while (remaining := deadline - time.monotonic()) > 0:
+            step = min(remaining, _POLL_SECONDS)
+            if is_watching:
+                readable = select.select([self.connection], [], [], step)[0]
+            else:
+                readable = []
+                owner._stopping.wait(step)
+            if owner._stopping.is_set():
+                raise _Stopped
+            if readable:
+                if self._is_peer_closed():
+                    owner._update(self.record, disconnected=True)
+                    raise _ClientGone
+                is_watching = False  # the client sent more (pipelining): just wait
+
+    def _is_peer_closed(self) -> bool:
+        try:
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            parts = []
+            while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                parts.append(self.rfile.read(size))
+                self.rfile.readline()
+            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                pass  # trailers
+            return b"".join(parts)
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+
+def _is_known(model: str, models: tuple[str, ...], protocol: Protocol) -> bool:
+    if not models:
+        return True
+    if protocol is OLLAMA:
+        return ollama_name(model) in {ollama_name(m) for m in models}
+    return model in models
+
+
+def _clamp(value: int | None, limit: int) -> int | None:
+    return None if value is None else min(value, limit)
+
+
+def _seconds(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
