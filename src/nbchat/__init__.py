@@ -1,3 +1,109 @@
-"""Chat with large language models inside Jupyter."""
+"""Chat with large language models inside Jupyter.
+
+``%chat`` / ``%%chat`` magics and a widget panel in notebooks; :class:`Chat`
+(threads kept per user), :class:`LLM` and :class:`ChatHistory` in any Python
+script. ``import nbchat`` never imports IPython or ipywidgets: the Jupyter
+layer loads only through the functions at the bottom of this module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .chat import LLM, Answer, Chat, PendingCall
+from .errors import (
+    AuthenticationError,
+    ConfigError,
+    InputError,
+    InvalidToolAnswer,
+    InvalidToolArguments,
+    LLMConnectError,
+    LLMError,
+    LLMTimeout,
+    MalformedStream,
+    ModelNotFound,
+    NbchatError,
+    NoPendingCall,
+    RateLimited,
+    ServerError,
+    StoreCorrupt,
+    StoreError,
+    StoreLocked,
+    StoreVersionError,
+    StreamCutOff,
+    ThreadNotFound,
+    ToolDefinitionError,
+    ToolError,
+    ToolRequirementsNotMet,
+    TurnInterrupted,
+)
+from .history import ChatHistory, Message
+from .store import ThreadStore
+from .tools import AskUser, Choose, ClientTool, Confirm, Requirement, ToolContext, tool
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "LLM",
+    "Answer",
+    "AskUser",
+    "AuthenticationError",
+    "Chat",
+    "ChatHistory",
+    "Choose",
+    "ClientTool",
+    "ConfigError",
+    "Confirm",
+    "InputError",
+    "InvalidToolAnswer",
+    "InvalidToolArguments",
+    "LLMConnectError",
+    "LLMError",
+    "LLMTimeout",
+    "MalformedStream",
+    "Message",
+    "ModelNotFound",
+    "NbchatError",
+    "NoPendingCall",
+    "PendingCall",
+    "RateLimited",
+    "Requirement",
+    "ServerError",
+    "StoreCorrupt",
+    "StoreError",
+    "StoreLocked",
+    "StoreVersionError",
+    "StreamCutOff",
+    "ThreadNotFound",
+    "ThreadStore",
+    "ToolContext",
+    "ToolDefinitionError",
+    "ToolError",
+    "ToolRequirementsNotMet",
+    "TurnInterrupted",
+    "load_ipython_extension",
+    "panel",
+    "tool",
+    "unload_ipython_extension",
+]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register ``%chat`` / ``%%chat`` (``%load_ext nbchat``; safe to call twice)."""
+    from .magics import load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """Remove ``%chat`` / ``%%chat``."""
+    from .magics import unload
+
+    unload(ipython)
+
+
+def panel(**kwargs: Any) -> Any:
+    """Open the chat panel widget (threads, model picker, conversation, input)."""
+    from .widgets import ChatPanel
+
+    return ChatPanel(**kwargs)

@@ -77,7 +77,9 @@ class LLMClient:
         body = self.provider.chat_body(messages, model, tools, stream=True)
         response = self._send("POST", self.provider.chat_path, body, model=model)
         try:
-            yield from self.provider.decode_stream(_raw(response, self.settings.base_url))
+            chunks = _raw(response, self.settings.base_url)
+            yield from self.provider.decode_stream(chunks)
+            _drain(chunks)
         finally:
             response.close()
 
@@ -144,6 +146,18 @@ def _raw(response: httpx.Response, url: str) -> Iterator[bytes]:
             f"the answer is incomplete — ask again",
             url=url,
         ) from exc
+
+
+def _drain(chunks: Iterator[bytes], limit: int = 65536) -> None:
+    """Read what follows the end marker (the body's last chunk) so the connection is reused."""
+    seen = 0
+    try:
+        for chunk in chunks:
+            seen += len(chunk)
+            if seen > limit:
+                return
+    except LLMError:
+        return
 
 
 def _json(body: bytes, url: str) -> Any:

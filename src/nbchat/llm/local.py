@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import http.client
 import importlib.machinery
 import importlib.util
 import json
@@ -33,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import httpx
 from filelock import FileLock, Timeout
 
 from ..config import ENV_LOCAL_MODEL, jupyter_data_dir
@@ -147,8 +147,14 @@ def ensure_local_server(*, timeout: float = READY_TIMEOUT) -> LocalServer:
     server = _running(files)
     if server is not None:
         return server
-    with _locked(files, timeout + 30):
-        return _running(files) or _start(model_path, alias, files, timeout)
+    try:
+        with _locked(files, timeout + 30):
+            return _running(files) or _start(model_path, alias, files, timeout)
+    except OSError as exc:  # unwritable runtime dir, no interpreter, ...
+        raise LLMConnectError(
+            f"cannot start the local model server: {exc}; check that {files.state.parent} "
+            f"is writable (or set {ENV_JUPYTER_RUNTIME_DIR}), or set NBCHAT_BASE_URL"
+        ) from exc
 
 
 def find_local_server() -> LocalServer | None:
@@ -306,19 +312,22 @@ def _probe(port: int, timeout: float = 2.0) -> str:
     """``ready``, ``busy`` (accepts connections, but generating for someone) or ``down``.
 
     The server answers ``/v1/models`` only between generations, so a read
-    timeout means busy, not dead.
+    timeout means busy, not dead. (http.client: a probe costs well under a
+    millisecond; an httpx client would build an SSL context each time.)
     """
+    connection = http.client.HTTPConnection(HOST, port, timeout=0.5)
     try:
-        response = httpx.get(
-            f"http://{HOST}:{port}/v1/models",
-            timeout=httpx.Timeout(timeout, connect=0.5),
-            trust_env=False,
-        )
-    except httpx.ReadTimeout:
-        return "busy"
-    except httpx.HTTPError:
+        connection.connect()
+        connection.sock.settimeout(timeout)
+        connection.request("GET", "/v1/models")
+        status = connection.getresponse().status
+    except TimeoutError:
+        return "busy" if connection.sock is not None else "down"
+    except (OSError, http.client.HTTPException):
         return "down"
-    return "ready" if response.status_code == 200 else "down"
+    finally:
+        connection.close()
+    return "ready" if status == 200 else "down"
 
 
 # ── starting and stopping ───────────────────────────────────────────────────

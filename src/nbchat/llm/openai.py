@@ -8,6 +8,7 @@ send usage or not, send tool-call arguments in one piece or many, or put an
 from __future__ import annotations
 
 import json
+import json.scanner
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -53,19 +54,14 @@ class OpenAIProvider:
         decoder = SSEDecoder()
         calls = _ToolCallAssembler()
         finish: str | None = None
-        loads = json.loads
+        loads = _loads
         for chunk in chunks:
             for payload in decoder.feed(chunk):
                 if payload == "[DONE]":
                     yield from calls.flush()
                     yield ReplyFinished(finish)
                     return
-                try:
-                    obj = loads(payload)
-                except ValueError:
-                    raise MalformedStream(
-                        f"the endpoint sent a stream chunk that is not JSON: {payload[:80]!r}"
-                    ) from None
+                obj = loads(payload)
                 choices = obj.get("choices")
                 if choices:
                     choice = choices[0]
@@ -113,6 +109,27 @@ class OpenAIProvider:
             return _message(json.loads(body))
         except ValueError:
             return body.decode("utf-8", "replace").strip()[:200]
+
+
+_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
+
+
+def _loads(payload: str) -> Any:
+    """``json.loads`` for one chunk, without its per-call wrappers (the hot path)."""
+    try:
+        obj, end = _scan(payload, 0)
+    except (StopIteration, ValueError):
+        end = -1
+    if end != len(payload) or not isinstance(obj, dict):
+        try:
+            obj = json.loads(payload)
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict):
+            raise MalformedStream(
+                f"the endpoint sent a stream chunk that is not JSON: {payload[:80]!r}"
+            )
+    return obj
 
 
 def _message(obj: Any) -> str:

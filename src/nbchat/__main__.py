@@ -1,0 +1,126 @@
+"""The plain-terminal front end: ``python -m nbchat ask "What is 2+2?"``.
+
+A third consumer of the same turn events the notebook renders; handy in
+scripts and for seeing exactly what a turn does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Sequence
+from typing import TextIO
+
+from .chat import Chat, PendingCall, TurnStream
+from .errors import InvalidToolAnswer, NbchatError
+from .events import (
+    Event,
+    TextDelta,
+    ToolCallPending,
+    ToolResult,
+    TurnFailed,
+    TurnFinished,
+)
+
+
+def print_events(events: Iterable[Event], out: TextIO = sys.stdout) -> TurnFinished | None:
+    """Write a turn's text as it arrives, tool activity on its own lines; the finish event."""
+    finished = None
+    for event in events:
+        if type(event) is TextDelta:
+            out.write(event.text)
+            out.flush()
+        elif isinstance(event, ToolResult):
+            out.write(f"\n[tool {event.call.name}: {len(event.output)} chars]\n")
+        elif isinstance(event, ToolCallPending):
+            out.write(f"\n[waiting for your answer to {event.call.name}: {_question(event)}]\n")
+        elif isinstance(event, TurnFailed):
+            out.write(f"\nerror: {event.error}\n")
+        elif isinstance(event, TurnFinished):
+            finished = event
+            if event.status == "interrupted":
+                out.write("\n[interrupted]")
+    out.write("\n")
+    return finished
+
+
+def _question(event: ToolCallPending) -> str:
+    prompt = event.prompt
+    options = prompt.get("options")
+    suffix = f" (options: {', '.join(map(str, options))})" if options else ""
+    return f"{prompt.get('question', '')}{suffix}"
+
+
+def _answer_interactively(chat: Chat, calls: Sequence[PendingCall]) -> None:
+    """Ask at the terminal until every pending call is answered."""
+    while calls:
+        call = calls[0]
+        try:
+            reply = input(f"{call.prompt.get('question', call.tool)} > ")
+        except EOFError:
+            return
+        try:
+            stream = chat.iter_answer_tool_call(call.thread_id, reply, call_id=call.call_id)
+        except InvalidToolAnswer as err:
+            print(f"not accepted: {err}", file=sys.stderr)
+            continue
+        print_events(stream)
+        calls = chat.pending_calls(call.thread_id)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="nbchat", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    ask = sub.add_parser("ask", help="ask a question in a thread (the newest, or a new one)")
+    ask.add_argument("question")
+    ask.add_argument("-t", "--thread", type=int, help="thread id")
+    ask.add_argument("-n", "--new", action="store_true", help="start a new thread")
+    ask.add_argument("-m", "--model", help="model for a new thread")
+    sub.add_parser("list", help="list your threads")
+    show = sub.add_parser("show", help="print a thread")
+    show.add_argument("thread", type=int)
+    sub.add_parser("models", help="models the endpoint offers")
+    answer = sub.add_parser("answer", help="answer a pending client-tool call")
+    answer.add_argument("thread", type=int)
+    answer.add_argument("value")
+    answer.add_argument("--call", help="the call id when several wait")
+    args = parser.parse_args(argv)
+    chat = Chat()
+    try:
+        return _run(chat, args)
+    except NbchatError as err:
+        print(f"nbchat: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\n[interrupted; the partial answer is kept]", file=sys.stderr)
+        return 130
+
+
+def _run(chat: Chat, args: argparse.Namespace) -> int:
+    if args.command == "list":
+        for info in chat.threads():
+            print(f"{info.id:>4}  {info.title or '(untitled)'}  [{info.model}, {info.turns} turns]")
+    elif args.command == "models":
+        print("\n".join(chat.list_models()))
+    elif args.command == "show":
+        for query, reply in chat.thread_details(args.thread):
+            print(f"> {query}\n\n{reply}\n")
+    elif args.command == "answer":
+        print_events(chat.iter_answer_tool_call(args.thread, args.value, call_id=args.call))
+    else:
+        thread = args.thread
+        if thread is None and not args.new:
+            thread = next(iter(chat.thread_list()), (None, ""))[0]
+        if thread is None:
+            thread = chat.new_thread(args.model)
+        stream: TurnStream = chat.iter_ask(thread, args.question)
+        finished = print_events(stream)
+        if finished is not None and finished.status == "suspended" and sys.stdin.isatty():
+            _answer_interactively(chat, chat.pending_calls(thread))
+        elif finished is None:
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,18 @@
+"""Every test gets its own store and a clean nbchat environment."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+_CLEARED = ("OPENAI_API_KEY", "JUPYTERHUB_USER")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    for var in list(os.environ):
+        if var.startswith("NBCHAT_") or var in _CLEARED:
+            monkeypatch.delenv(var)
+    monkeypatch.setenv("NBCHAT_STORE", str(tmp_path_factory.mktemp("store")))
+    monkeypatch.setenv("NBCHAT_USER", "tester")

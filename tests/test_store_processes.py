@@ -1,0 +1,203 @@
+"""ThreadStore across real processes: SIGKILL mid-write, concurrent writers, dead streamers."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+import nbchat
+from nbchat.store import ThreadStore
+
+pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+
+SRC = str(Path(nbchat.__file__).resolve().parents[1])
+
+# Appends to thread 1 (and now and then starts a thread) until killed; a line is
+# printed only after the call returned, so every printed change must survive. Cutting
+# the answer short makes the file shrink, which is when a write in place leaves the
+# old tail behind.
+APPENDER = r"""
+import random, sys
+from nbchat.store import ThreadStore
+store, run = ThreadStore(sys.argv[1], "ana"), sys.argv[2]
+rng = random.Random(run)
+for i in range(10**9):
+    if i % 7 == 3:
+        print("new", store.new_thread("m", title=f"{run}-{i}"), flush=True)
+        continue
+    query = f"{run}-{i}"
+    index = store.append_response(1, query, "x" * rng.randint(1000, 5000))
+    print("turn", index, query, flush=True)
+    store.update_turn(1, index, answer="cut")
+    print("cut", index, flush=True)
+"""
+
+# Waits for the go file, then appends its 100 turns to thread 1 as fast as it can.
+WORKER = r"""
+import os, sys, time
+from nbchat.store import ThreadStore
+path, worker, go, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+store = ThreadStore(path, "ana")
+print("ready", flush=True)
+while not os.path.exists(go):
+    time.sleep(0.002)
+for i in range(count):
+    store.append_response(1, f"{worker}:{i}", "answer")
+"""
+
+CREATOR = r"""
+import os, sys, time
+from nbchat.store import ThreadStore
+store, go = ThreadStore(sys.argv[1], "ana"), sys.argv[2]
+print("ready", flush=True)
+while not os.path.exists(go):
+    time.sleep(0.002)
+print(" ".join(str(store.new_thread("m")) for _ in range(40)), flush=True)
+"""
+
+# Starts a turn, says so, and waits to be killed.
+STREAMER = r"""
+import sys, time
+from nbchat.store import ThreadStore
+store = ThreadStore(sys.argv[1], "ana")
+print(store.start_turn(1, "still streaming?"), flush=True)
+store.update_turn(1, 0, answer="part of the ans")
+print("updated", flush=True)
+time.sleep(60)
+"""
+
+
+def spawn(code: str, *args: object) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *map(str, args)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SRC},
+    )
+
+
+def wait_all(procs: Sequence[subprocess.Popen[str]]) -> list[str]:
+    outputs = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0
+        outputs.append(out)
+    return outputs
+
+
+def test_sigkill_at_random_moments_loses_no_returned_write(tmp_path: Path) -> None:
+    rng = random.Random(2024)
+    ThreadStore(tmp_path, "ana").new_thread("m")
+    turns: dict[int, str] = {}
+    cut: set[int] = set()
+    new_ids: list[int] = []
+    for run in range(30):
+        proc = spawn(APPENDER, tmp_path, run)
+        lines = [proc.stdout.readline()]  # type: ignore[union-attr]
+        time.sleep(rng.uniform(0, 0.04))
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate()
+        assert proc.returncode == -signal.SIGKILL
+        for line in lines + out.splitlines():
+            kind, *rest = line.split()
+            if kind == "turn":
+                turns[int(rest[0])] = rest[1]
+            elif kind == "cut":
+                cut.add(int(rest[0]))
+            else:
+                new_ids.append(int(rest[0]))
+        check_store(tmp_path, turns, cut, new_ids)
+    assert len(turns) > 30 and new_ids
+    leftovers = list(ThreadStore(tmp_path, "ana").folder.glob(".*.tmp"))
+    assert leftovers == []  # listing cleaned up after the killed writers
+
+
+def check_store(path: Path, turns: dict[int, str], cut: set[int], new_ids: list[int]) -> None:
+    store = ThreadStore(path, "ana")
+    details = store.thread_details(1)
+    assert {index: details[index][0] for index in turns} == turns
+    assert {index for index in turns if details[index][1] == "cut"} >= cut
+    queries = [query for query, _ in details]
+    assert len(queries) == len(set(queries))
+    assert len(new_ids) == len(set(new_ids))
+    listed = {info.id: info.turns for info in store.threads()}
+    assert set(new_ids) <= set(listed)
+    assert listed[1] == len(details)  # the index caught up with the thread file
+
+
+def test_eight_processes_append_to_one_thread(tmp_path: Path) -> None:
+    ThreadStore(tmp_path, "ana").new_thread("m")
+    go = tmp_path / "go"
+    procs = [spawn(WORKER, tmp_path, worker, go, 100) for worker in range(8)]
+    for proc in procs:
+        assert proc.stdout.readline() == "ready\n"  # type: ignore[union-attr]
+    go.touch()
+    wait_all(procs)
+    queries = [query for query, _ in ThreadStore(tmp_path, "ana").thread_details(1)]
+    assert len(queries) == 800
+    for worker in range(8):
+        assert [q for q in queries if q.startswith(f"{worker}:")] == [
+            f"{worker}:{i}" for i in range(100)
+        ]
+
+
+def test_two_processes_create_threads_without_sharing_an_id(tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    procs = [spawn(CREATOR, tmp_path, go) for _ in range(2)]
+    for proc in procs:
+        assert proc.stdout.readline() == "ready\n"  # type: ignore[union-attr]
+    go.touch()
+    ids = [int(tid) for out in wait_all(procs) for tid in out.split()]
+    assert sorted(ids) == list(range(1, 81))
+    assert sorted(tid for tid, _ in ThreadStore(tmp_path, "ana").thread_list()) == list(
+        range(1, 81)
+    )
+
+
+def test_turn_of_a_killed_streamer_reads_as_interrupted(tmp_path: Path) -> None:
+    store = ThreadStore(tmp_path, "ana")
+    store.new_thread("m")
+    proc = spawn(STREAMER, tmp_path)
+    try:
+        assert proc.stdout.readline() == "0\n"  # type: ignore[union-attr]
+        assert proc.stdout.readline() == "updated\n"  # type: ignore[union-attr]
+        [turn] = store.get(1).turns
+        assert (turn.status, turn.answer) == ("streaming", "part of the ans")
+    finally:
+        proc.kill()
+        proc.communicate()
+    [turn] = store.get(1).turns
+    assert (turn.status, turn.answer) == ("interrupted", "part of the ans")
+    assert store.update_turn(1, 0, status="streaming").status == "streaming"  # this process now
+    assert store.get(1).turns[0].status == "streaming"
+    assert store.update_turn(1, 0, status="complete", answer="done").status == "complete"
+    writers = store.folder / "writers"
+    assert len(list(writers.glob("*.lock"))) == 1  # the dead streamer's lock file is gone
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_store_survives_fork_without_touching_the_parents_locks(tmp_path: Path) -> None:
+    store = ThreadStore(tmp_path, "ana")
+    tid = store.new_thread("m")
+    store.start_turn(tid, "parent streams")
+    pid = os.fork()
+    if pid == 0:  # the child: same ThreadStore object, its own locks
+        code = 1
+        try:
+            store.append_response(tid, "from the child", "a")
+            code = 0 if store.get(tid).turns[0].status == "streaming" else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert store.thread_details(tid) == [("parent streams", ""), ("from the child", "a")]
+    assert store.get(tid).turns[0].status == "streaming"  # the parent still holds its writer lock
