@@ -334,7 +334,7 @@ def test_a_new_question_while_a_call_waits_tells_the_model_there_was_no_answer(c
     chat.ask(thread, "Pick a colour")
     chat.ask(thread, "What is 1+1?")
     sent = scripted_server.chat_requests[1].messages
-    assert sent[3] == {"role": "tool", "tool_call_id": "call_1", "name": "choose",
+    assert sent[2] == {"role": "tool", "tool_call_id": "call_1", "name": "choose",
                        "content": "The person did not answer this question."}
     assert chat.pending_calls(thread) == []
 
@@ -424,7 +424,7 @@ def test_offline_demo_fallback_is_announced_once(tmp_path):
     import os
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("NBCHAT_")}
-    env.update(NBCHAT_STORE=str(tmp_path), NBCHAT_NO_LOCAL_MODEL="1")
+    env.update(NBCHAT_STORE=str(tmp_path), NBCHAT_LOCAL_MODEL="off")
     script = textwrap.dedent("""
         import nbchat
         chat = nbchat.Chat()

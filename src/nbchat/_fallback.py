@@ -39,6 +39,16 @@ def find_fallback_endpoint(settings: Settings) -> Settings:
     )
 
 
+def demo_endpoint(settings: Settings) -> Settings:
+    """``settings`` pointed at the offline demo model, asked for by name (not announced)."""
+    from .testing import demo_server
+
+    return settings.with_(
+        base_url=demo_server().url, provider="openai", model=settings.model or DEMO_MODEL,
+        origin="demo",
+    )
+
+
 def reset_fallback_endpoint() -> None:
     """Forget the fallback choice, so the next :func:`find_fallback_endpoint` looks again.
 

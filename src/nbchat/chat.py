@@ -315,8 +315,8 @@ class Chat(_Engine):
         thread = self.store.get(thread_id)
         if not thread.turns:
             raise InputError(f"thread {thread_id} has no turns to title yet; ask something first")
-        first = thread.turns[0]
-        fallback = _first_words(first.query)
+        first = next((t for t in thread.turns if t.answer.strip()), thread.turns[0])
+        fallback = _first_words(thread.turns[0].query)
         messages = [
             {"role": "system", "content": TITLE_PROMPT},
             {"role": "user", "content": first.query[:2000]},

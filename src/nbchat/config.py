@@ -4,7 +4,9 @@ Precedence, highest first: explicit arguments (``Chat(model=...)``, magic
 options, ``%config ChatMagics.*``, which the magics pass as explicit) >
 ``NBCHAT_*`` environment variables > defaults. With no endpoint configured
 anywhere, :func:`resolve` falls back to a local Ollama if one answers within a
-moment, else to the bundled offline demo model, and says so once per process.
+moment, else to the local model (``nbchat[local]``; ``NBCHAT_LOCAL_MODEL=off``
+skips it), else to the bundled offline demo model, and says so once per
+process. ``NBCHAT_BASE_URL=demo`` asks for the demo model on purpose.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ ENV_HISTORY_LIMIT = "NBCHAT_HISTORY_LIMIT"
 ENV_LOCAL_MODEL = "NBCHAT_LOCAL_MODEL"
 ENV_NO_AUTOLOAD = "NBCHAT_NO_AUTOLOAD"
 ENV_JUPYTER_DATA_DIR = "JUPYTER_DATA_DIR"
+ENV_JUPYTER_RUNTIME_DIR = "JUPYTER_RUNTIME_DIR"
+LOCAL_MODEL_OFF = ("off", "0", "no", "false")
+DEMO_URL = "demo"  # NBCHAT_BASE_URL=demo: the offline demo model, on purpose
 
 Provider = Literal["openai", "ollama"]
 PROVIDERS: tuple[str, ...] = ("openai", "ollama")
@@ -137,8 +142,9 @@ def resolve(
 ) -> Settings:
     """Settings from explicit arguments, then ``NBCHAT_*`` variables, then defaults.
 
-    With no endpoint anywhere and ``discover`` true, look for a local Ollama and
-    then start the offline demo model (announced once on stderr).
+    With no endpoint anywhere and ``discover`` true, look for a local Ollama,
+    then the local model, then start the offline demo model (announced once on
+    stderr).
     """
     env = os.environ
     url = base_url or env.get(ENV_BASE_URL, "").strip() or None
@@ -161,6 +167,10 @@ def resolve(
         if history_limit is not None
         else parse_history_limit(env.get(ENV_HISTORY_LIMIT)),
     )
+    if url == DEMO_URL:
+        from ._fallback import demo_endpoint
+
+        return demo_endpoint(settings)
     if url or not discover:
         return settings
     from ._fallback import find_fallback_endpoint

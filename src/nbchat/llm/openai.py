@@ -154,8 +154,9 @@ class _ToolCallAssembler:
             if delta.get("id"):
                 part["id"] = delta["id"]
             function = delta.get("function") or {}
-            if function.get("name"):
-                part["name"] += function["name"]
+            name = function.get("name")
+            if name and part["name"] != name:  # llama.cpp repeats the whole name
+                part["name"] += name
             arguments = function.get("arguments")
             if arguments:
                 part["arguments"].append(
