@@ -38,7 +38,6 @@ TITLE_REQUEST = (
     "Write the conversation title for the conversation so far: 3 to 5 words, "
     "the title only, no quotes, no punctuation at the end."
 )
-_USE_BUILTINS = object()
 
 
 @dataclass(frozen=True)
@@ -181,7 +180,8 @@ class _Engine:
         base_url: str | None,
         api_key: str | None,
         provider: str | None,
-        tools: Iterable[Any] | object,
+        tools: Iterable[Any],
+        builtin_tools: bool,
         permissions: Iterable[str],
         max_tool_rounds: int,
         store: str | os.PathLike[str] | None = None,
@@ -192,7 +192,7 @@ class _Engine:
             user=user,
         )
         self.settings: Settings = resolve(**self._explicit, discover=False)  # type: ignore[arg-type]
-        self.toolbox = Toolbox(BUILTIN_CLIENT_TOOLS if tools is _USE_BUILTINS else tools)  # type: ignore[arg-type]
+        self.toolbox = Toolbox([*(BUILTIN_CLIENT_TOOLS if builtin_tools else ()), *tools])
         self.permissions = frozenset(permissions)
         self.max_tool_rounds = max_tool_rounds
         self._llm: LLMClient | None = None
@@ -245,7 +245,8 @@ class Chat(_Engine):
         Where threads are kept and whose they are.
     tools
         Kernel tools (``@nbchat.tool`` functions) and client tools offered to the
-        model; by default the built-in client tools (ask, choose, confirm).
+        model, besides the built-in client tools (ask, choose, confirm) unless
+        ``builtin_tools`` is false.
     permissions
         What the current user may do, checked by client tools' requirements.
     """
@@ -259,14 +260,16 @@ class Chat(_Engine):
         provider: str | None = None,
         store: str | os.PathLike[str] | ThreadStore | None = None,
         user: str | None = None,
-        tools: Iterable[Any] | object = _USE_BUILTINS,
+        tools: Iterable[Any] = (),
+        builtin_tools: bool = True,
         permissions: Iterable[str] = (),
         max_tool_rounds: int = 8,
     ) -> None:
         store_path = store.path if isinstance(store, ThreadStore) else store
         super().__init__(
             model=model, base_url=base_url, api_key=api_key, provider=provider, tools=tools,
-            permissions=permissions, max_tool_rounds=max_tool_rounds, store=store_path,
+            builtin_tools=builtin_tools, permissions=permissions,
+            max_tool_rounds=max_tool_rounds, store=store_path,
             user=store.user if isinstance(store, ThreadStore) else user,
         )
         self.store = (
@@ -548,7 +551,7 @@ class LLM(_Engine):
     ) -> None:
         super().__init__(
             model=model, base_url=base_url, api_key=api_key, provider=provider, tools=tools,
-            permissions=(), max_tool_rounds=max_tool_rounds,
+            builtin_tools=False, permissions=(), max_tool_rounds=max_tool_rounds,
         )
         self.model = model
         self.history = ChatHistory(system=system)
