@@ -408,7 +408,7 @@ def test_corrupt_thread_file_is_reported_and_left_alone(store: ThreadStore, dama
     assert path.read_bytes() == raw
     store.append_response(two, "still", "works")
     assert store.thread_details(two) == [("still", "works")]
-    assert [tid for tid, _ in store.thread_list()] == [two, one]
+    assert store.thread_list() == [(two, "two"), (one, "(unreadable thread file)")]
     assert store.search("still") == [SearchHit(two, "two", 0, "still", "works")]
     assert store.new_thread("m") == 3
     assert path.read_bytes() == raw
@@ -470,6 +470,7 @@ def _times(store: ThreadStore, tid: int) -> tuple[float, float]:
 def test_stale_index_is_repaired(store: ThreadStore) -> None:
     """A process killed between writing a thread file and its index entry."""
     one, two = store.new_thread("m", title="one"), store.new_thread("m", title="two")
+    store.thread_list()
     index = folder(store) / "index-0.json"
     before = index.read_bytes()
     store.append_response(one, "q", "a", title="uno")
@@ -538,3 +539,47 @@ def test_store_imports_no_jupyter() -> None:
     env = {**os.environ, "PYTHONPATH": SRC}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert (out.returncode, out.stdout.strip()) == (0, "[]"), out.stderr
+
+
+def test_a_thread_known_before_it_broke_keeps_its_title(store: ThreadStore) -> None:
+    tid = store.new_thread("m", title="known")
+    store.append_response(tid, "q", "a")
+    store.thread_list()
+    thread_file(store, tid).write_bytes(b"")
+    assert store.threads()[0].title == "known" and store.threads()[0].turns == 1
+
+
+def test_changing_a_thread_writes_only_its_file(store: ThreadStore) -> None:
+    """Why an append costs the same with 10 or 10,000 threads."""
+    tids = [store.new_thread("m") for _ in range(3)]
+    store.thread_list()
+    others = {p.name: p.stat().st_ino for p in folder(store).glob("*.json")}
+    del others["thread-2.json"]
+    store.append_response(tids[1], "q", "a", title="t")
+    index = store.start_turn(tids[1], "q")
+    store.update_turn(tids[1], index, answer="a", status="complete")
+    store.update_thread(tids[1], model="m2", system="s", settings={"a": 1})
+    assert {p.name: p.stat().st_ino for p in folder(store).glob("*.json")} == {
+        **others,
+        "thread-2.json": thread_file(store, 2).stat().st_ino,
+    }
+    assert store.threads()[0] == ThreadInfo(2, "t", "m2", 2, *_times(store, 2))
+
+
+def test_a_thread_changed_in_the_index_clock_tick_is_reread(store: ThreadStore) -> None:
+    """Two writes in one clock tick can leave the same stamp: such entries are not trusted."""
+    tid = store.new_thread("m", title="one")
+    store.thread_list()
+    path, index = thread_file(store, tid), folder(store) / "index-0.json"
+    before = path.stat()
+    os.utime(index, ns=(before.st_atime_ns, before.st_mtime_ns))  # index written in that tick
+    with open(path, "r+b") as file:  # a rewrite with the same inode, size and mtime
+        file.write(path.read_bytes().replace(b'"title":"one"', b'"title":"two"'))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+        before.st_ino,
+        before.st_size,
+        before.st_mtime_ns,
+    )
+    assert store.thread_list() == [(tid, "two")]

@@ -194,10 +194,16 @@ def test_a_store_survives_fork_without_touching_the_parents_locks(tmp_path: Path
         code = 1
         try:
             store.append_response(tid, "from the child", "a")
+            store.start_turn(tid, "child streams")  # its own writer lock, not the parent's
             code = 0 if store.get(tid).turns[0].status == "streaming" else 2
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    assert store.thread_details(tid) == [("parent streams", ""), ("from the child", "a")]
-    assert store.get(tid).turns[0].status == "streaming"  # the parent still holds its writer lock
+    assert store.thread_details(tid) == [
+        ("parent streams", ""),
+        ("from the child", "a"),
+        ("child streams", ""),
+    ]
+    statuses = [turn.status for turn in store.get(tid).turns]
+    assert statuses == ["streaming", "complete", "interrupted"]  # the parent's lock still held

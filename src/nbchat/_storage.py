@@ -52,6 +52,7 @@ from .errors import StoreCorrupt, StoreError, StoreLocked
 TEMP_SUFFIX = ".tmp"
 SWEEP_LIMIT = 200
 INDEX_SIZE = 100
+UNREADABLE = "(unreadable thread file)"
 _THREAD_FILE = re.compile(r"thread-([1-9][0-9]*)\.json")
 _INDEX_FILE = re.compile(r"index-([0-9]+)\.json")
 _NUMBER = (int, float)
@@ -146,7 +147,7 @@ def load_json(path: Path, *, missing_ok: bool = True, hint: str = "") -> dict[st
         raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
     try:
         data = json.loads(raw)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+    except (ValueError, RecursionError) as exc:  # also JSONDecodeError, UnicodeDecodeError
         what = "is empty" if not raw.strip() else f"is not valid JSON ({exc})"
         raise corrupt(path, what, hint) from None
     if not _is_tinydb(data):
@@ -255,10 +256,11 @@ class UserFolder:
             lock.release()
 
     def _process_lock(self) -> FileLock:
-        # A forked child must not use its parent's lock object (filelock refuses it).
+        # A forked child must not use its parent's lock object (filelock 4 refuses it).
         if self._lock is None or self._lock[0] != os.getpid():
-            lock = FileLock(self.path / ".lock", timeout=self._lock_timeout)
-            self._lock = (os.getpid(), lock)
+            if self._lock is not None:
+                _inherited.append(self._lock[1])
+            self._lock = (os.getpid(), FileLock(self.path / ".lock", timeout=self._lock_timeout))
         return self._lock[1]
 
     def _ensure(self) -> None:
@@ -315,25 +317,39 @@ class UserFolder:
         stamps: dict[int, list[int]],
         reload: Callable[[int], Entry | None],
     ) -> dict[int, Entry]:
+        written = -1
         first, last = max(number * INDEX_SIZE, 1), number * INDEX_SIZE + INDEX_SIZE - 1
         hint = f"it only indexes threads {first}-{last}: move it away and nbchat rebuilds it"
         entries: dict[int, Entry] = {}
-        with open_db(self.path / f"index-{number}.json", hint=hint) as db:
+        path = self.path / f"index-{number}.json"
+        # An entry is trusted only for files last changed before the index was written
+        # (both times from the file system's clock): a file changed in the same clock
+        # tick could change again and keep its stamp. So git treats "racy" entries.
+        with contextlib.suppress(FileNotFoundError):
+            written = path.stat().st_mtime_ns
+        # A cache: its data is fsynced (never a torn file) but its rename need not be
+        # durable, since an older index is only stale, and stale entries get re-read.
+        with open_db(path, hint=hint, sync_dir=False) as db:
             table = db.table("threads")
             cached = {doc.doc_id: doc for doc in table.all() if _valid_entry(doc)}
             for tid in tids:
-                doc = cached.get(tid)
-                if doc is not None and doc.get("stamp") == stamps[tid]:
+                doc, stamp = cached.get(tid), stamps[tid]
+                if doc is not None and doc.get("stamp") == stamp and stamp[2] < written:
                     entries[tid] = doc
                 elif (fresh := reload(tid)) is not None:
-                    entries[tid] = {**fresh, "stamp": stamps[tid]}
+                    entries[tid] = {**fresh, "stamp": stamp}
                     table.upsert(Document(entries[tid], doc_id=tid))
-                elif doc is not None:
-                    entries[tid] = doc  # unreadable thread file: list what we knew
+                else:  # unreadable: list what we knew, so that get() can say what is wrong
+                    entries[tid] = doc if doc is not None else _unreadable(stamp)
             gone = [doc.doc_id for doc in table.all() if doc.doc_id not in stamps]
             if gone:
                 table.remove(doc_ids=gone)
         return entries
+
+
+def _unreadable(stamp: list[int]) -> Entry:
+    when = stamp[2] / 1e9
+    return {"title": UNREADABLE, "model": "", "turns": 0, "created": when, "updated": when}
 
 
 def _valid_entry(doc: Entry) -> bool:
@@ -346,6 +362,9 @@ def not_a_folder(path: Path) -> StoreCorrupt:
 
 _writers: dict[Path, tuple[int, str, FileLock]] = {}
 _writers_lock = threading.Lock()
+# Lock objects a forked child inherited: never collected, because filelock 3
+# unlocks on collection, which would release the parent's lock on the shared file.
+_inherited: list[FileLock] = []
 
 
 def writer_token(folder: Path) -> str:
@@ -354,10 +373,19 @@ def writer_token(folder: Path) -> str:
         held = _writers.get(folder)
         if held is not None and held[0] == os.getpid():
             return held[1]
+        if held is not None:
+            _inherited.append(held[2])
         folder.mkdir(parents=True, exist_ok=True)
-        token = f"{os.getpid()}-{secrets.token_hex(8)}"
-        lock = FileLock(folder / f"{token}.lock", timeout=0)
-        lock.acquire()
+        while True:
+            token = f"{os.getpid()}-{secrets.token_hex(8)}"
+            lock = FileLock(folder / f"{token}.lock", timeout=0)
+            # A sweeping process may take the new file for a dead writer's before we
+            # lock it, and delete it: then start again with another name.
+            with contextlib.suppress(Timeout):
+                lock.acquire()
+                if (folder / f"{token}.lock").exists():
+                    break
+                lock.release()
         _writers[folder] = (os.getpid(), token, lock)
     _forget_dead_writers(folder, token)
     return token
@@ -383,7 +411,9 @@ def is_writer_alive(folder: Path, token: object) -> bool:
         probe.acquire()
     except Timeout:
         return True
-    probe.release()
-    with contextlib.suppress(OSError):
-        path.unlink()
+    try:
+        with contextlib.suppress(OSError):
+            path.unlink()  # while locked, so that a new writer cannot have taken it
+    finally:
+        probe.release()
     return False

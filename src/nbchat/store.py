@@ -16,21 +16,25 @@ else, so its cost does not grow with the number of threads; an index
 listing every thread, rewritten on each append, would cost O(threads). The
 index files are a cache for listing: each entry records the inode, size and
 mtime (the stamp) of the thread file it was read from. Listing stats every
-thread file (~2 us each), re-reads only those whose stamp changed since,
+thread file (~3 us each), re-reads only those whose stamp changed since,
 and writes the refreshed entries back, so a thread changed by another kernel,
 a process killed at any point, a deleted thread or a deleted index file all
 show up right. The counter in ``meta.json`` makes ids sequential and never
-reused, also after deletes.
+reused, also after deletes. A user's folder is created 0700 and its files
+0600, so a team sharing one NBCHAT_STORE folder cannot read each other's
+threads; the user name is hashed into the folder name, so 'ana', 'Ana' and
+'../ana' are three users and none escapes the store.
 
 Measured by ``benchmarks/store.py`` on a 2-core machine with 1,000 threads x
-100 turns (120 MB) against one TinyDB JSONStorage file holding the same data:
-append p50 1.6 ms / p99 3.2 ms (naive 1.3 s), thread_list 8 ms (naive
-0.7 s), thread_list right after an append elsewhere 9 ms, thread_details
-0.4 ms, cold open + first list 9 ms (12 ms in a new process, plus 140 ms of
-interpreter and imports); append p50 is flat from 10 to 1,000 threads. Two
-fsyncs (file and folder) are about 0.4 ms of an append. An append costs
-about 1 ms more per 100 turns of its own thread, which is rewritten whole.
-``search`` reads every thread file: ~0.5 s for this store.
+100 turns (120 MB), against one TinyDB JSONStorage file holding the same data:
+append p50 1.7 ms / p99 2.5 ms (naive 1.1 s), and the same p50 with 10, 100
+or 1,000 threads; thread_list 8 ms (naive 0.6 s), 10 ms right after an
+append elsewhere (one thread re-read), ~0.1 s after 300 appends to random
+threads; thread_details 0.4 ms; cold open + first list 9 ms (10 ms in a new
+process, which also spends ~140 ms starting Python and importing). Of an
+append, the two fsyncs (file and folder) take ~0.4 ms; appends cost about
+1 ms more per 100 turns of their own thread, which is rewritten whole.
+``search`` reads every thread file: ~0.4 s for this store.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import json
 import select
 import socket
 import socketserver
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -61,6 +62,12 @@ class HTTPServer(ThreadingHTTPServer):
         socketserver.TCPServer.server_bind(self)
         host, port = self.socket.getsockname()[:2]
         self.server_name, self.server_port = host, port
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client closing its pooled keep-alive connection is normal, not news.
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._live_changed:
