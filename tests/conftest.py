@@ -10,7 +10,9 @@ _CLEARED = ("OPENAI_API_KEY", "JUPYTERHUB_USER")
 
 
 @pytest.fixture(autouse=True)
-def _isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+def _isolated_environment(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+):
     for var in list(os.environ):
         if var.startswith("NBCHAT_") or var in _CLEARED:
             monkeypatch.delenv(var)

@@ -54,8 +54,9 @@ def test_ask_streams_saves_and_titles_a_new_thread(chat, scripted_server):
         TurnStarted(thread, 0, "scripted-small"),
         TextDelta("Fo"),
         TextDelta("ur."),
-        TurnFinished(thread, 0, "Four.", "complete", "scripted-small", finished.usage,
-                     finished.elapsed),
+        TurnFinished(
+            thread, 0, "Four.", "complete", "scripted-small", finished.usage, finished.elapsed
+        ),
     ]
     assert chat.thread_details(thread) == [("What is 2+2?", "Four.")]
     assert chat.thread_list() == [(thread, "Question About 2+2")]
@@ -81,7 +82,9 @@ def test_follow_up_sends_earlier_turns_as_role_messages(chat, scripted_server):
 def test_chat_query_streams_with_context_and_saves_nothing(chat, scripted_server):
     thread = chat.new_thread()
     chat.append_response(thread, "Remember 7", "Noted: 7.", title="Numbers")
-    text = "".join(e.text for e in chat.chat_query(thread, "What is 7*6?") if isinstance(e, TextDelta))
+    text = "".join(
+        e.text for e in chat.chat_query(thread, "What is 7*6?") if isinstance(e, TextDelta)
+    )
     assert text == "7 * 6 = 42."
     assert scripted_server.chat_requests[-1].messages[:2] == [
         {"role": "user", "content": "Remember 7"},
@@ -134,8 +137,12 @@ def test_history_and_ask_with_history_leave_the_thread_alone(chat, scripted_serv
     chat.ask(thread, "What is 2+2?")
     history = chat.history(thread)
     assert history.system == "Be brief." and len(history) == 2
-    swapped = ChatHistory([{"role": "user", "content": "I like cats"},
-                           {"role": "assistant", "content": "Cats are great."}])
+    swapped = ChatHistory(
+        [
+            {"role": "user", "content": "I like cats"},
+            {"role": "assistant", "content": "Cats are great."},
+        ]
+    )
     answer = chat.ask_with_history("What is 5+5?", swapped)
     assert answer.text == "5 + 5 = 10." and answer.thread_id is None
     assert scripted_server.chat_requests[-1].messages == [
@@ -190,8 +197,9 @@ def test_kernel_tools_run_over_several_rounds(scripted_server, tmp_path):
         Reply(tool_calls=[("explode", {}), ("add", {"a": "x"})], after_tool="add", times=1),
         Reply("It is 5.", after_tool="add"),
     )
-    chat = Chat(base_url=scripted_server.url, store=tmp_path, tools=[add, explode],
-                model="scripted-small")
+    chat = Chat(
+        base_url=scripted_server.url, store=tmp_path, tools=[add, explode], model="scripted-small"
+    )
     thread = chat.new_thread()
     events = without_usage(chat.iter_ask(thread, "sum 2 and 3"))
     results = [e for e in events if isinstance(e, ToolResult)]
@@ -210,10 +218,16 @@ def test_tool_rounds_are_bounded(scripted_server, tmp_path):
         """Ask me again."""
         return "again"
 
-    scripted_server.script(Reply(tool_calls=[("again", {})], when=lambda b: "tools" in b),
-                           Reply("Stopped."))
-    chat = Chat(base_url=scripted_server.url, store=tmp_path, tools=[again],
-                model="scripted-small", max_tool_rounds=3)
+    scripted_server.script(
+        Reply(tool_calls=[("again", {})], when=lambda b: "tools" in b), Reply("Stopped.")
+    )
+    chat = Chat(
+        base_url=scripted_server.url,
+        store=tmp_path,
+        tools=[again],
+        model="scripted-small",
+        max_tool_rounds=3,
+    )
     answer = chat.ask(chat.new_thread(), "loop")
     assert answer.text == "Stopped."
     assert "tools" not in scripted_server.chat_requests[3].body
@@ -230,8 +244,12 @@ def test_client_tool_suspends_then_resumes_with_the_checked_answer(chat, scripte
     call = ToolCall("call_1", "choose", json.dumps(CHOOSE[1], separators=(",", ":")))
     assert events[-3:-1] == [
         ToolCallRequested(call),
-        ToolCallPending(thread, 0, call, {"kind": "choice", "question": "Which colour?",
-                                          "options": ["red", "green"]}),
+        ToolCallPending(
+            thread,
+            0,
+            call,
+            {"kind": "choice", "question": "Which colour?", "options": ["red", "green"]},
+        ),
     ]
     assert events[-1].status == "suspended"
     [pending] = chat.pending_calls(thread)
@@ -263,7 +281,9 @@ def test_parallel_client_calls_resume_when_all_are_answered(chat, scripted_serve
     assert partial.status == "suspended" and len(scripted_server.chat_requests) == 1
     done = chat.answer_tool_call(thread, "red", call_id="call_1")
     assert done.text == "Both answered."
-    tools = [m["tool_call_id"] for m in scripted_server.chat_requests[1].messages if m["role"] == "tool"]
+    tools = [
+        m["tool_call_id"] for m in scripted_server.chat_requests[1].messages if m["role"] == "tool"
+    ]
     assert tools == ["call_2", "call_1"]
 
 
@@ -275,11 +295,16 @@ def test_a_pending_call_survives_a_new_process(chat, scripted_server, tmp_path):
     chat.ask(thread, "Pick a colour")
     script = textwrap.dedent(f"""
         import nbchat
-        chat = nbchat.Chat(base_url={scripted_server.url!r}, store={str(tmp_path / 'store')!r})
+        chat = nbchat.Chat(base_url={scripted_server.url!r}, store={str(tmp_path / "store")!r})
         print(chat.answer_tool_call({thread}, "1").text)
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=60, env={**__import__("os").environ})
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**__import__("os").environ},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "Red, then.\n"
     assert chat.thread_details(thread) == [("Pick a colour", "Red, then.")]
@@ -288,8 +313,11 @@ def test_a_pending_call_survives_a_new_process(chat, scripted_server, tmp_path):
 class Delete(ClientTool):
     name = "delete_file"
     description = "Ask the person to confirm deleting a file."
-    parameters = {"type": "object", "properties": {"path": {"type": "string"}},
-                  "required": ["path"]}
+    parameters = {
+        "type": "object",
+        "properties": {"path": {"type": "string"}},
+        "required": ["path"],
+    }
 
     def call_requirements(self, arguments):
         return [Requirement("files.delete", target=arguments["path"])]
@@ -297,22 +325,31 @@ class Delete(ClientTool):
 
 def test_requirements_are_checked_again_when_the_answer_arrives(scripted_server, tmp_path):
     scripted_server.script(Reply(when="clean", tool_calls=[("delete_file", {"path": "a.txt"})]))
-    allowed = Chat(base_url=scripted_server.url, store=tmp_path, tools=[Delete()],
-                   permissions={"files.delete"}, model="scripted-small")
+    allowed = Chat(
+        base_url=scripted_server.url,
+        store=tmp_path,
+        tools=[Delete()],
+        permissions={"files.delete"},
+        model="scripted-small",
+    )
     thread = allowed.new_thread()
     assert allowed.ask(thread, "clean up").status == "suspended"
-    revoked = Chat(base_url=scripted_server.url, store=tmp_path, tools=[Delete()],
-                   model="scripted-small")
+    revoked = Chat(
+        base_url=scripted_server.url, store=tmp_path, tools=[Delete()], model="scripted-small"
+    )
     with pytest.raises(ToolRequirementsNotMet, match="files.delete"):
         revoked.answer_tool_call(thread, "yes")
     assert len(revoked.pending_calls(thread)) == 1
 
 
 def test_requirements_not_met_before_suspending_are_told_to_the_model(scripted_server, tmp_path):
-    scripted_server.script(Reply(when="clean", tool_calls=[("delete_file", {"path": "a.txt"})]),
-                           Reply("I may not.", after_tool="delete_file"))
-    chat = Chat(base_url=scripted_server.url, store=tmp_path, tools=[Delete()],
-                model="scripted-small")
+    scripted_server.script(
+        Reply(when="clean", tool_calls=[("delete_file", {"path": "a.txt"})]),
+        Reply("I may not.", after_tool="delete_file"),
+    )
+    chat = Chat(
+        base_url=scripted_server.url, store=tmp_path, tools=[Delete()], model="scripted-small"
+    )
     answer = chat.ask(chat.new_thread(), "clean up")
     assert answer.text == "I may not."
     tool_message = scripted_server.chat_requests[1].messages[-1]
@@ -320,22 +357,30 @@ def test_requirements_not_met_before_suspending_are_told_to_the_model(scripted_s
 
 
 def test_invalid_client_tool_arguments_go_back_to_the_model(chat, scripted_server):
-    scripted_server.script(Reply(when="colour", tool_calls=[("choose", '{"question": "Which?"')]),
-                           Reply("Sorry, let me retry later.", after_tool="choose"))
+    scripted_server.script(
+        Reply(when="colour", tool_calls=[("choose", '{"question": "Which?"')]),
+        Reply("Sorry, let me retry later.", after_tool="choose"),
+    )
     answer = chat.ask(chat.new_thread(), "Pick a colour")
     assert answer.status == "complete" and chat.pending_calls() == []
     told = scripted_server.chat_requests[1].messages[-1]["content"]
     assert told.startswith("error: invalid arguments for tool 'choose'")
 
 
-def test_a_new_question_while_a_call_waits_tells_the_model_there_was_no_answer(chat, scripted_server):
+def test_a_new_question_while_a_call_waits_tells_the_model_there_was_no_answer(
+    chat, scripted_server
+):
     scripted_server.script(Reply(when="colour", tool_calls=[CHOOSE]))
     thread = chat.new_thread()
     chat.ask(thread, "Pick a colour")
     chat.ask(thread, "What is 1+1?")
     sent = scripted_server.chat_requests[1].messages
-    assert sent[2] == {"role": "tool", "tool_call_id": "call_1", "name": "choose",
-                       "content": "The person did not answer this question."}
+    assert sent[2] == {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "name": "choose",
+        "content": "The person did not answer this question.",
+    }
     assert chat.pending_calls(thread) == []
 
 
@@ -383,7 +428,9 @@ def test_ask_raises_the_turns_error_after_saving_the_query(chat, scripted_server
 
 def test_the_key_never_reaches_the_store(scripted_server, tmp_path):
     secret = "sk-test-DO-NOT-STORE-9f8e7d"
-    chat = Chat(base_url=scripted_server.url, store=tmp_path, api_key=secret, model="scripted-small")
+    chat = Chat(
+        base_url=scripted_server.url, store=tmp_path, api_key=secret, model="scripted-small"
+    )
     thread = chat.new_thread()
     chat.ask(thread, "What is 2+2?")
     assert scripted_server.chat_requests[0].headers["Authorization"] == f"Bearer {secret}"
@@ -399,10 +446,19 @@ def test_terminal_front_end_interrupt_keeps_the_partial_answer(scripted_server, 
     import time
 
     scripted_server.script(Reply(tokens=500, delay=0.02))
-    env = {**os.environ, "NBCHAT_BASE_URL": scripted_server.url, "NBCHAT_MODEL": "scripted-small",
-           "NBCHAT_STORE": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "-m", "nbchat", "ask", "tell me a story"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {
+        **os.environ,
+        "NBCHAT_BASE_URL": scripted_server.url,
+        "NBCHAT_MODEL": "scripted-small",
+        "NBCHAT_STORE": str(tmp_path),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nbchat", "ask", "tell me a story"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     scripted_server.wait_for(
         lambda: scripted_server.chat_requests and scripted_server.chat_requests[0].chunks_sent > 5,
         timeout=30,
@@ -432,8 +488,9 @@ def test_offline_demo_fallback_is_announced_once(tmp_path):
         print(chat.ask(thread, "What is 2+2?"))
         print(chat.ask(thread, "What is 3+3?"))
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=env, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "2 + 2 = 4.\n3 + 3 = 6.\n"
     assert done.stderr.count("offline demo model") == 1

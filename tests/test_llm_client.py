@@ -15,7 +15,13 @@ from nbchat.errors import (
     ServerError,
     StreamCutOff,
 )
-from nbchat.events import ReplyFinished, TextDelta, ToolCall, ToolCallRequested, Usage, UsageReported
+from nbchat.events import (
+    ReplyFinished,
+    TextDelta,
+    ToolCallRequested,
+    Usage,
+    UsageReported,
+)
 from nbchat.llm import LLMClient, Reply
 from nbchat.testing import Reply as Script
 from nbchat.testing import ScriptedServer
@@ -113,9 +119,14 @@ def test_retries_server_errors_before_the_first_byte(scripted_server):
 def test_honours_retry_after_then_gives_up_with_rate_limited(scripted_server):
     scripted_server.script(Script(status=429, retry_after=0.05, times=1), Script("ok"))
     client = client_for(scripted_server, max_retries=1)
-    assert "".join(
-        e.text for e in client.stream(MESSAGES, model="scripted-small") if isinstance(e, TextDelta)
-    ) == "ok"
+    assert (
+        "".join(
+            e.text
+            for e in client.stream(MESSAGES, model="scripted-small")
+            if isinstance(e, TextDelta)
+        )
+        == "ok"
+    )
     scripted_server.reset()
     scripted_server.script(Script(status=429, retry_after=60))
     with pytest.raises(RateLimited, match="rate limiting") as caught:
@@ -167,7 +178,9 @@ def test_unknown_model_lists_what_is_offered(scripted_server, provider):
         list(client_for(scripted_server, provider).stream(MESSAGES, model="gpt-9"))
     assert "'gpt-9'" in str(caught.value) and "scripted-small" in str(caught.value)
     assert [m.split(":")[0] for m in caught.value.available] == [
-        "nbchat-demo", "scripted-large", "scripted-small",
+        "nbchat-demo",
+        "scripted-large",
+        "scripted-small",
     ]
 
 
@@ -198,6 +211,10 @@ def test_explicit_settings_beat_the_environment(monkeypatch):
     monkeypatch.setenv("NBCHAT_BASE_URL", "http://127.0.0.1:11434")
     monkeypatch.setenv("OPENAI_API_KEY", "from-openai-var")
     settings = resolve(model="x")
-    assert (settings.provider, settings.model, settings.api_key) == ("ollama", "x", "from-openai-var")
+    assert (settings.provider, settings.model, settings.api_key) == (
+        "ollama",
+        "x",
+        "from-openai-var",
+    )
     assert settings.key_source == "OPENAI_API_KEY"
     assert resolve(base_url="http://h/v1", provider="openai").provider == "openai"

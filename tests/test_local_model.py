@@ -32,10 +32,7 @@ from nbchat.history import ChatHistory
 from nbchat.llm import LLMClient, local
 from nbchat.llm.openai import OpenAIProvider
 
-pytestmark = [
-    pytest.mark.local,
-    pytest.mark.skipif(not local.local_available(), reason="needs pip install 'nbchat[local]'"),
-]
+pytestmark = pytest.mark.local
 
 CLEARED = (
     "NBCHAT_BASE_URL", "NBCHAT_MODEL", "NBCHAT_PROVIDER", "NBCHAT_API_KEY", "OPENAI_API_KEY",
@@ -386,7 +383,7 @@ def no_ollama() -> None:
         httpx.get(f"{OLLAMA_DEFAULT_URL}/api/tags", timeout=0.3, trust_env=False)
     except httpx.HTTPError:
         return
-    pytest.skip("an Ollama answers on this machine, and it comes first")
+    pytest.fail("an Ollama answers on 127.0.0.1:11434 and comes first; stop it to run this test")
 
 
 def test_resolve_falls_back_to_the_local_model(no_ollama, server: local.LocalServer, capsys):

@@ -7,7 +7,14 @@ import json
 import pytest
 
 from nbchat.errors import MalformedStream, StreamCutOff
-from nbchat.events import ReplyFinished, TextDelta, ToolCall, ToolCallRequested, UsageReported, Usage
+from nbchat.events import (
+    ReplyFinished,
+    TextDelta,
+    ToolCall,
+    ToolCallRequested,
+    Usage,
+    UsageReported,
+)
 from nbchat.llm._sse import LineDecoder, SSEDecoder
 from nbchat.llm.ollama import OllamaProvider
 from nbchat.llm.openai import OpenAIProvider
@@ -59,12 +66,38 @@ def test_openai_stream_assembles_tool_calls_by_index():
     body = _sse(
         _chunk({"role": "assistant", "content": ""}),
         _chunk({"content": "Let me check."}),
-        _chunk({"tool_calls": [{"index": 1, "id": "b", "type": "function",
-                                "function": {"name": "two", "arguments": ""}}]}),
-        _chunk({"tool_calls": [{"index": 0, "id": "a", "type": "function",
-                                "function": {"name": "one", "arguments": '{"x"'}}]}),
-        _chunk({"tool_calls": [{"index": 0, "function": {"arguments": ": 1}"}},
-                               {"index": 1, "function": {"arguments": "{}"}}]}),
+        _chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 1,
+                        "id": "b",
+                        "type": "function",
+                        "function": {"name": "two", "arguments": ""},
+                    }
+                ]
+            }
+        ),
+        _chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "a",
+                        "type": "function",
+                        "function": {"name": "one", "arguments": '{"x"'},
+                    }
+                ]
+            }
+        ),
+        _chunk(
+            {
+                "tool_calls": [
+                    {"index": 0, "function": {"arguments": ": 1}"}},
+                    {"index": 1, "function": {"arguments": "{}"}},
+                ]
+            }
+        ),
         _chunk({}, "tool_calls"),
         {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 4}},
         b"[DONE]",
@@ -91,18 +124,28 @@ def test_openai_stream_cut_before_its_end_is_an_error_not_a_short_answer():
 
 
 def test_openai_stream_with_a_non_json_chunk_is_malformed():
-    with pytest.raises(MalformedStream, match="not JSON"):
+    with pytest.raises(MalformedStream, match="not (a )?JSON"):
         list(OpenAIProvider().decode_stream([b"data: {oops\n\n"]))
 
 
 def test_ollama_stream_decodes_text_tools_and_usage():
     lines = [
         {"message": {"role": "assistant", "content": "Hel"}, "done": False},
-        {"message": {"role": "assistant", "content": "lo",
-                     "tool_calls": [{"function": {"name": "f", "arguments": {"a": 1}}}]},
-         "done": False},
-        {"message": {"role": "assistant", "content": ""}, "done": True, "done_reason": "stop",
-         "prompt_eval_count": 5, "eval_count": 2},
+        {
+            "message": {
+                "role": "assistant",
+                "content": "lo",
+                "tool_calls": [{"function": {"name": "f", "arguments": {"a": 1}}}],
+            },
+            "done": False,
+        },
+        {
+            "message": {"role": "assistant", "content": ""},
+            "done": True,
+            "done_reason": "stop",
+            "prompt_eval_count": 5,
+            "eval_count": 2,
+        },
     ]
     body = "".join(json.dumps(line) + "\n" for line in lines).encode()
     assert list(OllamaProvider().decode_stream([body[:10], body[10:]])) == [
@@ -123,14 +166,22 @@ def test_ollama_stream_cut_before_done_is_an_error():
 def test_ollama_body_converts_openai_tool_messages():
     messages = [
         {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "42"},
     ]
     body = OllamaProvider().chat_body(messages, "m", None, stream=True)
     assert body["messages"] == [
         {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": "",
-         "tool_calls": [{"function": {"name": "f", "arguments": {"a": 1}}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"function": {"name": "f", "arguments": {"a": 1}}}],
+        },
         {"role": "tool", "content": "42", "tool_name": "f"},
     ]

@@ -27,7 +27,7 @@ from .events import (
     UsageReported,
 )
 from .llm import LLMClient
-from .tools import ClientTool, KernelTool, ToolContext, Toolbox
+from .tools import ClientTool, KernelTool, Toolbox, ToolContext
 
 CHECKPOINT_SECONDS = 2.0
 
@@ -92,7 +92,9 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
         tools = spec.toolbox.schemas() if round_number < spec.max_rounds else None
         try:
             last_checkpoint = time.monotonic()
-            for event in spec.llm.stream(spec.context + spec.messages, model=spec.model, tools=tools):
+            for event in spec.llm.stream(
+                spec.context + spec.messages, model=spec.model, tools=tools
+            ):
                 if type(event) is TextDelta:
                     if separate:
                         separate = False
@@ -112,7 +114,9 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
                     yield event
         except (KeyboardInterrupt, GeneratorExit):
             text = "".join(parts)
-            spec.recorder.finish("interrupted", text, _with_text(spec.messages, parts[round_start:]))
+            spec.recorder.finish(
+                "interrupted", text, _with_text(spec.messages, parts[round_start:])
+            )
             raise
         except NbchatError as error:
             text = "".join(parts)
@@ -127,7 +131,12 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
             spec.messages.append({"role": "assistant", "content": round_text})
             spec.recorder.finish("complete", text, spec.messages, usage=usage)
             yield TurnFinished(
-                spec.thread_id, spec.turn, text, "complete", spec.model, usage,
+                spec.thread_id,
+                spec.turn,
+                text,
+                "complete",
+                spec.model,
+                usage,
                 time.monotonic() - started,
             )
             return
@@ -139,8 +148,12 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
             result = _handle_call(spec, call, pending)
             if result is not None:
                 spec.messages.append(
-                    {"role": "tool", "tool_call_id": call.id, "name": call.name,
-                     "content": result.output}
+                    {
+                        "role": "tool",
+                        "tool_call_id": call.id,
+                        "name": call.name,
+                        "content": result.output,
+                    }
                 )
                 yield result
         if pending:
@@ -151,13 +164,20 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
                     spec.thread_id, spec.turn, ToolCall.from_dict(entry["call"]), entry["prompt"]
                 )
             yield TurnFinished(
-                spec.thread_id, spec.turn, text, "suspended", spec.model, usage,
+                spec.thread_id,
+                spec.turn,
+                text,
+                "suspended",
+                spec.model,
+                usage,
                 time.monotonic() - started,
             )
             return
 
 
-def _handle_call(spec: TurnSpec, call: ToolCall, pending: list[dict[str, Any]]) -> ToolResult | None:
+def _handle_call(
+    spec: TurnSpec, call: ToolCall, pending: list[dict[str, Any]]
+) -> ToolResult | None:
     """Run a kernel tool, or queue a client tool as pending (returning None)."""
     try:
         tool = spec.toolbox.get(call.name)
@@ -174,7 +194,9 @@ def _handle_call(spec: TurnSpec, call: ToolCall, pending: list[dict[str, Any]]) 
         return ToolResult(
             call, "error: this conversation cannot wait for the person's answer", is_error=True
         )
-    pending.append({"call": call.to_dict(), "arguments": arguments, "prompt": tool.prompt(arguments)})
+    pending.append(
+        {"call": call.to_dict(), "arguments": arguments, "prompt": tool.prompt(arguments)}
+    )
     return None
 
 

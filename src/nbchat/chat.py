@@ -28,7 +28,7 @@ from .events import Event, TextDelta, ToolCallPending, TurnFailed, TurnFinished,
 from .history import ChatHistory
 from .llm import LLMClient
 from .store import Thread, ThreadInfo, ThreadStore, Turn
-from .tools import BUILTIN_CLIENT_TOOLS, ToolContext, Toolbox
+from .tools import BUILTIN_CLIENT_TOOLS, Toolbox, ToolContext
 
 TITLE_PROMPT = (
     "You name conversations. When asked, write a conversation title of 3 to 5 words "
@@ -106,8 +106,14 @@ def answer_from(events: Iterable[Event]) -> Answer:
             raise event.error
         elif isinstance(event, TurnFinished):
             return Answer(
-                event.text, event.thread_id, event.turn, event.status, event.model,
-                event.usage, event.elapsed, tuple(pending),
+                event.text,
+                event.thread_id,
+                event.turn,
+                event.status,
+                event.model,
+                event.usage,
+                event.elapsed,
+                tuple(pending),
             )
     raise TurnInterrupted("the turn ended before it finished")
 
@@ -151,7 +157,9 @@ class ThreadRecorder:
             status=status,
             pending=list(pending or []),
             error=error,
-            usage=None if usage is None else {
+            usage=None
+            if usage is None
+            else {
                 "prompt_tokens": usage.prompt_tokens,
                 "completion_tokens": usage.completion_tokens,
             },
@@ -188,7 +196,11 @@ class _Engine:
         user: str | None = None,
     ) -> None:
         self._explicit = dict(
-            base_url=base_url, api_key=api_key, provider=provider, model=model, store=store,
+            base_url=base_url,
+            api_key=api_key,
+            provider=provider,
+            model=model,
+            store=store,
             user=user,
         )
         self.settings: Settings = resolve(**self._explicit, discover=False)  # type: ignore[arg-type]
@@ -267,13 +279,20 @@ class Chat(_Engine):
     ) -> None:
         store_path = store.path if isinstance(store, ThreadStore) else store
         super().__init__(
-            model=model, base_url=base_url, api_key=api_key, provider=provider, tools=tools,
-            builtin_tools=builtin_tools, permissions=permissions,
-            max_tool_rounds=max_tool_rounds, store=store_path,
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            provider=provider,
+            tools=tools,
+            builtin_tools=builtin_tools,
+            permissions=permissions,
+            max_tool_rounds=max_tool_rounds,
+            store=store_path,
             user=store.user if isinstance(store, ThreadStore) else user,
         )
         self.store = (
-            store if isinstance(store, ThreadStore)
+            store
+            if isinstance(store, ThreadStore)
             else ThreadStore(self.settings.store, self.settings.user)
         )
 
@@ -307,7 +326,7 @@ class Chat(_Engine):
         self.store.update_thread_title(thread_id, title)
 
     def chat_query(self, thread_id: int, query: str) -> Iterator[Event]:
-        """Stream an answer to ``query`` with the thread's earlier turns as context; saves nothing."""
+        """Stream an answer to ``query``, the thread's earlier turns as context; saves nothing."""
         _check_text(query, "query")
         thread = self.store.get(thread_id)
         history = self._thread_history(thread, upto=len(thread.turns))
@@ -328,7 +347,8 @@ class Chat(_Engine):
         ]
         try:
             text = "".join(
-                e.text for e in self.llm.stream(messages, model=thread.model)
+                e.text
+                for e in self.llm.stream(messages, model=thread.model)
                 if type(e) is TextDelta
             )
         except NbchatError:
@@ -361,15 +381,15 @@ class Chat(_Engine):
         turn = self.store.start_turn(thread_id, query, model=model)
         history = self._thread_history(thread, upto=len(thread.turns))
         history.chat_as_user(query)
-        return TurnStream(self._run(thread, turn, history.messages, model, titled=bool(thread.title)))
+        return TurnStream(
+            self._run(thread, turn, history.messages, model, titled=bool(thread.title))
+        )
 
     def retry(self, thread_id: int) -> Answer:
         """Ask the last query again when its turn failed or was interrupted."""
         thread = self.store.get(thread_id)
         if not thread.turns or thread.turns[-1].status not in ("failed", "interrupted"):
-            raise InputError(
-                f"the last turn of thread {thread_id} did not fail; nothing to retry"
-            )
+            raise InputError(f"the last turn of thread {thread_id} did not fail; nothing to retry")
         last = len(thread.turns) - 1
         self.store.update_turn(
             thread_id, last, status="streaming", answer="", messages=[], error=None, pending=[]
@@ -442,8 +462,14 @@ class Chat(_Engine):
         history = self._thread_history(thread, upto=call.turn)
         history.chat_as_user(turn.query)
         events = self._run(
-            thread, call.turn, history.messages, turn.model or thread.model,
-            titled=bool(thread.title), messages=messages, text=turn.answer, first=result,
+            thread,
+            call.turn,
+            history.messages,
+            turn.model or thread.model,
+            titled=bool(thread.title),
+            messages=messages,
+            text=turn.answer,
+            first=result,
         )
         return TurnStream(events)
 
@@ -514,9 +540,7 @@ class Chat(_Engine):
     def _find_pending(self, thread: Thread, call_id: str | None) -> PendingCall:
         calls = self.pending_calls(thread.id)
         if not calls:
-            raise NoPendingCall(
-                f"thread {thread.id} has no client-tool call waiting for an answer"
-            )
+            raise NoPendingCall(f"thread {thread.id} has no client-tool call waiting for an answer")
         if call_id is None:
             if len(calls) > 1:
                 ids = ", ".join(c.call_id for c in calls)
@@ -550,8 +574,14 @@ class LLM(_Engine):
         max_tool_rounds: int = 8,
     ) -> None:
         super().__init__(
-            model=model, base_url=base_url, api_key=api_key, provider=provider, tools=tools,
-            builtin_tools=False, permissions=(), max_tool_rounds=max_tool_rounds,
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            provider=provider,
+            tools=tools,
+            builtin_tools=False,
+            permissions=(),
+            max_tool_rounds=max_tool_rounds,
         )
         self.model = model
         self.history = ChatHistory(system=system)
@@ -575,10 +605,14 @@ def _closed(turn: Turn) -> list[dict[str, Any]]:
     for entry in turn.pending:
         call = entry["call"]
         if call["id"] not in answered:
-            messages.append({
-                "role": "tool", "tool_call_id": call["id"], "name": call["function"]["name"],
-                "content": "The person did not answer this question.",
-            })
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call["id"],
+                    "name": call["function"]["name"],
+                    "content": "The person did not answer this question.",
+                }
+            )
     if turn.answer and not any(
         m.get("role") == "assistant" and not m.get("tool_calls") for m in messages
     ):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from .errors import NbchatError
 
@@ -136,15 +136,15 @@ class TurnFailed:
     text: str = ""
 
 
-ReplyEvent = Union[TextDelta, ToolCallRequested, UsageReported, ReplyFinished]
-Event = Union[
-    TextDelta,
-    ToolCallRequested,
-    UsageReported,
-    ReplyFinished,
-    TurnStarted,
-    ToolResult,
-    ToolCallPending,
-    TurnFinished,
-    TurnFailed,
-]
+ReplyEvent = TextDelta | ToolCallRequested | UsageReported | ReplyFinished
+Event = (
+    TextDelta
+    | ToolCallRequested
+    | UsageReported
+    | ReplyFinished
+    | TurnStarted
+    | ToolResult
+    | ToolCallPending
+    | TurnFinished
+    | TurnFailed
+)

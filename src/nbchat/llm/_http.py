@@ -35,7 +35,9 @@ def pooled_client(settings: Settings) -> httpx.Client:
         client = _clients.get(key)
         if client is None or client.is_closed:
             timeout = httpx.Timeout(
-                settings.read_timeout, connect=settings.connect_timeout, pool=settings.connect_timeout
+                settings.read_timeout,
+                connect=settings.connect_timeout,
+                pool=settings.connect_timeout,
             )
             client = httpx.Client(timeout=timeout, follow_redirects=True, trust_env=False)
             _clients[key] = client

@@ -100,7 +100,12 @@ class LLMClient:
         return self.provider.parse_reply(data)
 
     def _send(
-        self, method: str, path: str, body: dict[str, Any] | None = None, *, model: str | None = None
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        model: str | None = None,
     ) -> httpx.Response:
         settings = self.settings
         request = _http.pooled_client(settings).build_request(

@@ -63,7 +63,9 @@ class OllamaProvider:
                     counter += 1
                     yield ToolCallRequested(_call(call, counter))
                 if obj.get("done"):
-                    yield UsageReported(usage_from(obj.get("prompt_eval_count"), obj.get("eval_count")))
+                    yield UsageReported(
+                        usage_from(obj.get("prompt_eval_count"), obj.get("eval_count"))
+                    )
                     yield ReplyFinished(obj.get("done_reason") or "stop")
                     return
         for line in decoder.close():

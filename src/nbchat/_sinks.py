@@ -1,0 +1,258 @@
+"""What a cell shows while a turn streams: the turn so far, and where it goes.
+
+:class:`TurnView` accumulates a turn's events into text blocks and tool lines;
+a sink shows it: :class:`DisplaySink` through one display handle (live, or
+once at the end), :class:`TextSink` as plain text on stdout. The public face
+is :mod:`nbchat.render`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from IPython.display import DisplayHandle, display
+
+from .errors import NbchatError
+from .events import (
+    TextDelta,
+    ToolCall,
+    ToolCallPending,
+    ToolCallRequested,
+    ToolResult,
+    TurnFailed,
+    TurnFinished,
+    TurnStarted,
+)
+
+if TYPE_CHECKING:
+    from .chat import PendingCall
+
+BACKOFF_CHARS = 20_000  # the update interval doubles for every this many characters
+
+
+class TurnView:
+    """The turn as far as it has been seen: text blocks, tool lines, outcome."""
+
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+        self.blocks: list[list[str] | str] = []  # text parts, or a tool call id
+        self.tools: dict[str, str] = {}
+        self.size = 0
+        self.thread_id: int | None = None
+        self.turn = 0
+        self.model = ""
+        self.status = "complete"
+        self.final_text: str | None = None
+        self.error: NbchatError | None = None
+        self.pending: list[PendingCall] = []
+        self.started = self.ended = self.finalized = False
+
+    def on(self, event: Any) -> None:
+        kind = type(event)
+        if kind is TextDelta:
+            self._text(event.text)
+        elif kind is TurnStarted:
+            self.thread_id, self.turn, self.model = event.thread_id, event.turn, event.model
+            self._start()
+        elif kind is ToolCallRequested:
+            self._tool(event.call, "…", done=False)
+        elif kind is ToolResult:
+            outcome = f"✗ {_first_line(event.output)}" if event.is_error else (
+                f"→ {len(event.output)} chars")
+            self._tool(event.call, outcome)
+        elif kind is ToolCallPending:
+            self.pending.append(_pending_call(event))
+            self._tool(event.call, "waits for your answer")
+        elif kind is TurnFinished:
+            self.thread_id, self.turn, self.status = event.thread_id, event.turn, event.status
+            self.model = event.model or self.model
+            self.final_text, self.ended = event.text, True
+        elif kind is TurnFailed:
+            self.thread_id, self.turn = event.thread_id, event.turn
+            self.fail(event.error, event.text)
+
+    def _start(self) -> None:
+        if not self.started:
+            self.started = True
+            self.sink.begin(self)
+
+    def _text(self, text: str) -> None:
+        self._start()
+        if not self.blocks or isinstance(self.blocks[-1], str):
+            self.blocks.append([])
+        parts = self.blocks[-1]
+        assert isinstance(parts, list)
+        parts.append(text)
+        self.size += len(text)
+        self.sink.text(self, text)
+
+    def _tool(self, call: ToolCall, outcome: str, *, done: bool = True) -> None:
+        self._start()
+        if call.id not in self.tools:
+            self.blocks.append(call.id)
+        self.tools[call.id] = f"🔧 `{call.name}` {outcome}"
+        self.sink.line(self, self.tools[call.id], done=done)
+
+    def fail(self, error: NbchatError, text: str | None = None) -> None:
+        self.status, self.error, self.ended = "failed", error, True
+        if text is not None:
+            self.final_text = text
+
+    def interrupt(self) -> None:
+        if not self.ended:
+            self.status, self.ended = "interrupted", True
+
+    @property
+    def answer(self) -> str:
+        """The answer's text: the streamed text rounds, without the tool lines."""
+        texts = ["".join(b) for b in self.blocks if isinstance(b, list)]
+        return "\n\n".join(t.strip("\n") for t in texts if t.strip())
+
+    def markdown(self) -> str:
+        pieces = [
+            "".join(b).strip("\n") if isinstance(b, list) else self.tools[b] for b in self.blocks
+        ]
+        return "\n\n".join(p for p in pieces if p)
+
+    def outcome(self) -> dict[str, Any]:
+        """The fields of the turn's :class:`~nbchat.render.RenderResult`."""
+        # The engine's text when it said it: a resumed turn's includes what came before.
+        return dict(
+            text=self.answer if self.final_text is None else self.final_text,
+            status=self.status, thread_id=self.thread_id, turn=self.turn, model=self.model,
+            pending=tuple(self.pending), error=self.error,
+        )
+
+
+class Sink:
+    """Where a TurnView is shown; ``updates`` counts the display messages sent."""
+
+    updates = 0
+
+    def begin(self, turn: TurnView) -> None: ...
+
+    def text(self, turn: TurnView, text: str) -> None: ...
+
+    def line(self, turn: TurnView, line: str, *, done: bool) -> None: ...
+
+    def final(self, turn: TurnView, metadata: dict[str, Any], *, show_error: bool) -> None: ...
+
+
+class DisplaySink(Sink):
+    """One display handle: placeholder, coalesced updates and the final render (live),
+    or the final render alone."""
+
+    def __init__(self, handle: DisplayHandle | None, *, live: bool, rate: float) -> None:
+        self.handle, self.live = handle, live
+        self.interval = 1.0 / rate if rate > 0 else 0.0
+        self.due = 0.0
+
+    def begin(self, turn: TurnView) -> None:
+        if self.live:
+            waiting = f"waiting for {turn.model}" if turn.model else "waiting for the model"
+            self._show({"text/markdown": f"_… {waiting}_", "text/plain": f"… {waiting}"})
+
+    def text(self, turn: TurnView, text: str) -> None:
+        now = time.monotonic()
+        if self.live and now >= self.due:
+            self._show({"text/markdown": turn.markdown()})
+            # Each update re-renders the whole text: back off as it grows.
+            self.due = now + self.interval * (1 + turn.size / BACKOFF_CHARS)
+
+    def line(self, turn: TurnView, line: str, *, done: bool) -> None:
+        if self.live:
+            self._show({"text/markdown": turn.markdown()})
+
+    def final(self, turn: TurnView, metadata: dict[str, Any], *, show_error: bool) -> None:
+        markdown, plain = turn.markdown(), turn.answer
+        note = status_note(turn, show_error)
+        if note:
+            markdown = f"{markdown}\n\n{note[0]}" if markdown else note[0]
+            plain = f"{plain}\n\n{note[1]}" if plain else note[1]
+        if not markdown and self.handle is None:
+            return  # nothing to show, and nothing was shown
+        self._show({"text/markdown": markdown, "text/plain": plain}, metadata)
+
+    def _show(self, bundle: dict[str, str], metadata: dict[str, Any] | None = None) -> None:
+        self.updates += 1
+        if self.handle is None:
+            self.handle = display(bundle, raw=True, metadata=metadata, display_id=True)
+        else:
+            self.handle.update(bundle, raw=True, metadata=metadata or {})
+
+
+class TextSink(Sink):
+    """Plain text on stdout, as it arrives (terminal IPython, scripts)."""
+
+    def __init__(self) -> None:
+        self.at_line_start = True
+
+    def text(self, turn: TurnView, text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        self.at_line_start = text.endswith("\n")
+
+    def line(self, turn: TurnView, line: str, *, done: bool) -> None:
+        if done:  # a terminal can't rewrite a line: print each tool's outcome once
+            self._newline()
+            print(_plain(line), flush=True)
+
+    def final(self, turn: TurnView, metadata: dict[str, Any], *, show_error: bool) -> None:
+        self._newline()
+        note = status_note(turn, show_error)
+        if note:
+            stream = sys.stderr if turn.status == "failed" else sys.stdout
+            print(note[1], file=stream, flush=True)
+
+    def _newline(self) -> None:
+        if not self.at_line_start:
+            print(flush=True)
+            self.at_line_start = True
+
+
+def status_note(turn: TurnView, show_error: bool) -> tuple[str, str] | None:
+    """The line under the text that says how the turn ended: (Markdown, plain)."""
+    if turn.status == "interrupted":
+        plain = "⏹ interrupted — the partial answer is kept in the thread"
+    elif turn.status == "failed" and show_error and turn.error is not None:
+        return f"⚠️ {_escape(str(turn.error))}", f"⚠️ {' '.join(str(turn.error).split())}"
+    elif turn.status == "failed" and turn.answer:
+        plain = "⚠️ incomplete: the turn failed"
+    elif turn.status == "suspended":
+        plain = "⏸ waiting for your answer"
+    else:
+        return None
+    return f"_{plain}_", plain
+
+
+def _plain(markdown_line: str) -> str:
+    return markdown_line.replace("`", "")
+
+
+def _escape(text: str) -> str:
+    """One line of plain text, safe inside Markdown."""
+    line = " ".join(text.split())
+    for char in "\\`*_[]<>#|":
+        line = line.replace(char, "\\" + char)
+    return line
+
+
+def _first_line(text: str, limit: int = 80) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _pending_call(event: ToolCallPending) -> PendingCall:
+    from .chat import PendingCall
+
+    try:
+        arguments = json.loads(event.call.arguments)
+    except ValueError:
+        arguments = {}
+    return PendingCall(
+        event.thread_id or 0, event.turn, event.call.id, event.call.name,
+        arguments if isinstance(arguments, dict) else {}, dict(event.prompt),
+    )

@@ -1,0 +1,101 @@
+"""Threads as text: the ``%chat --list`` table, ``--show`` and the ``--export`` formats.
+
+Pure functions from store records to strings and notebook JSON; the magics
+display or write them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .store import Thread, ThreadInfo
+
+_STATUS_NOTES = {
+    "interrupted": "_(interrupted)_",
+    "failed": "_(failed{error})_",
+    "suspended": "_(waiting for an answer to a tool call)_",
+    "streaming": "_(still being written, or its writer stopped)_",
+}
+
+
+def threads_table(threads: Sequence[ThreadInfo], current: int | None) -> tuple[str, str]:
+    """The threads as a Markdown table and as plain text; ``*`` marks the current one."""
+    rows = [
+        (f"{t.id}{' *' if t.id == current else ''}", t.title or "(untitled)", t.model,
+         str(t.turns), _when(t.updated))
+        for t in threads
+    ]
+    head = ("id", "title", "model", "turns", "updated")
+    markdown = [_md_row(head), "|" + "---|" * len(head)] + [_md_row(r) for r in rows]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    plain = [
+        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
+        for r in [head, *rows]
+    ]
+    return "\n".join(markdown), "\n".join(plain)
+
+
+def thread_markdown(thread: Thread) -> str:
+    """A thread's conversation: its title, then each question and answer."""
+    parts = [f"### {_inline(thread.title or 'Untitled')}",
+             f"_thread {thread.id} · {_inline(thread.model)} · {len(thread.turns)} turns_"]
+    if thread.system:
+        parts.append(f"**System:** {thread.system}")
+    for turn in thread.turns:
+        parts.append(f"**You:** {turn.query}")
+        parts.append(turn.answer or "_(no answer)_")
+        note = _STATUS_NOTES.get(turn.status)
+        if note:
+            parts.append(note.format(error=f": {_inline(turn.error)}" if turn.error else ""))
+    return "\n\n".join(parts)
+
+
+def thread_notebook(thread: Thread) -> dict[str, Any]:
+    """A thread as an nbformat 4.5 notebook: one Markdown cell per query and per answer."""
+    cells = [_cell(f"# {thread.title or 'Untitled'}", thread.id, None, "title")]
+    for index, turn in enumerate(thread.turns):
+        cells.append(_cell(f"**You:** {turn.query}", thread.id, index, "user"))
+        cells.append(_cell(turn.answer or "_(no answer)_", thread.id, index, "assistant"))
+    return {
+        "cells": cells,
+        "metadata": {"nbchat": {"thread": thread.id, "model": thread.model}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+def thread_json(thread: Thread) -> str:
+    return json.dumps(thread_notebook(thread), indent=1, ensure_ascii=False) + "\n"
+
+
+def models_list(models: Sequence[str], default: str | None) -> tuple[str, str]:
+    """The endpoint's models as a Markdown list and as plain text."""
+    marks = [f"{m} (default)" if m == default else m for m in models]
+    if not marks:
+        return "_the endpoint lists no models_", "the endpoint lists no models"
+    return "\n".join(f"- `{m}`" for m in marks), "\n".join(marks)
+
+
+def _cell(source: str, thread: int, turn: int | None, role: str) -> dict[str, Any]:
+    suffix = "title" if turn is None else f"{turn}-{role}"
+    return {
+        "cell_type": "markdown",
+        "id": f"nbchat-{thread}-{suffix}",
+        "metadata": {"nbchat": {"thread": thread, "turn": turn, "role": role}},
+        "source": source,
+    }
+
+
+def _md_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(_inline(c).replace("|", "\\|") for c in cells) + " |"
+
+
+def _inline(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _when(stamp: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp)) if stamp else ""

@@ -1,0 +1,471 @@
+"""``%chat`` / ``%%chat``: ask in threads, manage them, answer client tools.
+
+``load(ipython)`` registers :class:`ChatMagics` (what ``%load_ext nbchat`` and
+the auto-load startup file end up calling) and the input transformer that
+keeps ``%chat What is Python?`` a question; ``unload`` removes both. Nothing
+here talks to the network or imports ipywidgets before it is needed.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import sys
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic_arguments import argument, argument_group, magic_arguments
+from IPython.display import display
+from traitlets import Bool, Float, Unicode
+
+from ._interpolate import interpolate, resolve
+from ._magic_syntax import protect_chat_questions, split_options
+from .errors import NbchatError
+from .render import Mode, RenderResult, TurnRenderer, detect_mode, execution_marker
+
+if TYPE_CHECKING:
+    from .chat import Chat
+    from .history import ChatHistory
+
+__all__ = ["ChatMagics", "load", "protect_chat_questions", "unload"]
+
+COMMANDS = ("list", "show", "use", "rename", "delete", "models", "export", "panel", "answer")
+ERROR_PROMPT = (
+    "I ran code in a Jupyter notebook and got the error below. Explain briefly what went "
+    "wrong and how to fix it.\n\n```\n{traceback}\n```"
+)
+MAX_TRACEBACK_CHARS = 8000
+_FENCE = re.compile(r"^```[^\n`]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
+
+
+@magics_class
+class ChatMagics(Magics):
+    """The ``%chat`` magic, one per shell; it keeps the session's current thread.
+
+    Settings are traits (``%config ChatMagics.model = "llama3.2"``); unset ones
+    come from the ``NBCHAT_*`` environment variables, read again when they change.
+    """
+
+    model = Unicode(None, allow_none=True, help="Model of new threads.").tag(config=True)
+    base_url = Unicode(None, allow_none=True, help="The endpoint's URL.").tag(config=True)
+    provider = Unicode(None, allow_none=True, help="'openai' or 'ollama'.").tag(config=True)
+    store = Unicode(None, allow_none=True, help="Where threads are kept.").tag(config=True)
+    user = Unicode(None, allow_none=True, help="Whose threads.").tag(config=True)
+    system = Unicode(None, allow_none=True, help="System prompt of new threads.").tag(config=True)
+    live = Bool(
+        None, allow_none=True,
+        help="True: stream answers live; False: render them once, at the end; "
+        "None: live when a person is at the notebook, once under nbclient/nbval.",
+    ).tag(config=True)
+    max_updates_per_second = Float(
+        10.0, help="At most this many live display updates a second (fewer for long answers)."
+    ).tag(config=True)
+
+    def __init__(self, shell: Any = None, **kwargs: Any) -> None:
+        super().__init__(shell=shell, **kwargs)
+        self.thread_id: int | None = None
+        self._chat: Chat | None = None
+        self._chat_key: tuple[Any, ...] | None = None
+
+    @property
+    def chat(self) -> Chat:
+        """The Chat these magics use, rebuilt when a setting or NBCHAT_* variable changes."""
+        key = (self.model, self.base_url, self.provider, self.store, self.user, _environment())
+        if self._chat is None or key != self._chat_key:
+            from .chat import Chat
+
+            old = self._chat
+            self._chat = Chat(
+                model=self.model or None, base_url=self.base_url or None,
+                provider=self.provider or None, store=self.store or None, user=self.user or None,
+            )
+            self._chat_key = key
+            if old is not None and (old.store.path, old.user) != (
+                self._chat.store.path, self._chat.user
+            ):
+                self.thread_id = None  # the current thread was another store's or user's
+        return self._chat
+
+    @magic_arguments(name="chat")
+    @argument_group("Asking")
+    @argument("-t", "--thread", type=int, metavar="ID",
+              help="Ask in thread ID (this time only; --use switches).")
+    @argument("-n", "--new", action="store_true",
+              help="Start a new thread and make it current (alone: just start it).")
+    @argument("-m", "--model", metavar="MODEL",
+              help="The model: of the new thread, or for this question only.")
+    @argument("-s", "--system", metavar="SYSTEM",
+              help="Start a new thread with this system prompt (with -H: for this question).")
+    @argument("-H", "--history", metavar="VAR",
+              help="Ask with the ChatHistory in variable VAR; no thread is touched.")
+    @argument("--no-stream", action="store_true", help="Render the answer once, at the end.")
+    @argument("--no-interpolate", action="store_true", help="Send {braces} exactly as typed.")
+    @argument("--code", action="store_true",
+              help="Put the answer's first code block into a new cell below.")
+    @argument("--error", action="store_true",
+              help="Ask about the last exception of this session (with its traceback).")
+    @argument_group("Threads")
+    @argument("--list", action="store_true", help="List your threads.")
+    @argument("--show", nargs="?", const="", metavar="ID",
+              help="Show a thread's conversation (the current one without ID).")
+    @argument("--use", type=int, metavar="ID", help="Make thread ID the current thread.")
+    @argument("--rename", type=int, metavar="ID", help="Retitle thread ID: --rename ID TITLE.")
+    @argument("--delete", type=int, metavar="ID", help="Delete thread ID.")
+    @argument("--export", nargs=2, metavar=("ID", "PATH"),
+              help="Write thread ID to PATH: .md (Markdown) or .ipynb (a notebook).")
+    @argument_group("Other")
+    @argument("--models", action="store_true", help="List the models the endpoint offers.")
+    @argument("--panel", action="store_true", help="Open the chat panel widget.")
+    @argument("--answer", action="store_true",
+              help="Answer a waiting client-tool call: --answer [CALL] VALUE.")
+    @argument("-h", "--help", action="store_true", help="Show this help.")
+    @argument("text", nargs="*", metavar="QUESTION",
+              help="The question: the rest of the line, or the cell body (exactly as typed).")
+    @line_cell_magic("chat")  # type: ignore[arg-type]  # IPython types its name form as Never
+    def chat_magic(self, line: str, cell: str | None = None) -> RenderResult | None:
+        """Chat with an LLM in threads that are kept.
+
+        Forms::
+
+          %chat QUESTION              ask in the current thread (a new one if none)
+          %%chat [options]            ask the cell body
+          reply = %chat QUESTION      the reply object: reply.text, str(reply)
+          %chat --list | --show [ID] | --use ID | --new [-m MODEL] [-s SYSTEM]
+          %chat --rename ID TITLE | --delete ID | --export ID PATH
+          %chat --models | --panel | --error [MORE] | --answer [CALL] VALUE
+
+        A line that does not start with ``-`` is a question, whatever its
+        words and its last character. After options, the rest of the line is
+        the question; ``--`` ends the options. ``{name}``, ``{name.attr}`` and
+        ``{name[key]}`` (``{In[3]}``, ``{Out[3]}``) are replaced by their value
+        in the notebook; other braces stay as typed; ``{{name}}`` gives
+        ``{name}``. Errors are one line, with what to do.
+
+        Settings: ``%config ChatMagics.model = "MODEL"`` (also base_url,
+        provider, store, user, system, live, max_updates_per_second), else the
+        NBCHAT_* environment variables.
+
+        Examples::
+
+          %chat What is a context manager?
+          %chat -m llama3.2 Explain {df.shape} in one sentence
+          %chat --error why does this happen?
+          %%chat -n -s "You are a terse reviewer" --code
+          Write a function that parses ISO dates.
+        """
+        try:
+            result = self._run(line, cell)
+        except NbchatError as err:
+            raise UsageError(str(err)) from err
+        if result is not None and detect_mode() == "text" and _echoed(self.shell):
+            return None  # a terminal would print an empty "Out[n]:" under the answer
+        return result
+
+    # -- dispatch ---------------------------------------------------------------
+    def _run(self, line: str, cell: str | None) -> RenderResult | None:
+        words, text = split_options(line, self._arity) if line.lstrip().startswith("-") else (
+            [], line.strip())
+        opts = self.chat_magic.parser.parse_args(words)
+        if opts.help:
+            print(self.chat_magic.__doc__)
+            return None
+        if cell is not None and cell.strip():
+            text = "\n".join(part for part in (text, cell.strip("\n").rstrip()) if part)
+        commands = [name for name in COMMANDS if getattr(opts, name) not in (None, False)]
+        if len(commands) > 1:
+            raise UsageError(f"use one command at a time, not --{' and --'.join(commands)}")
+        if commands:
+            return self._command(commands[0], opts, text)
+        if opts.error:
+            return self._ask(self._error_question(text, opts), opts, interpolated=True)
+        if not text:
+            if opts.new or opts.system is not None:
+                self._new_thread(opts)
+                return None
+            raise UsageError("ask something: %chat QUESTION, or %%chat with the question "
+                             "in the cell; see %chat? for the options")
+        return self._ask(text, opts)
+
+    def _arity(self, word: str) -> int | None:
+        """How many values follow an option word (for splitting options from the question)."""
+        actions = self.chat_magic.parser._option_string_actions
+        option = word.split("=", 1)[0]
+        if "=" in word or (option[:2] != "--" and len(option) > 2):
+            return 0  # --opt=value, -mMODEL
+        if option not in actions:
+            matches = [name for name in actions if name.startswith(option) and name[:2] == "--"]
+            option = matches[0] if len(matches) == 1 else option
+        action = actions.get(option)
+        if action is None or action.nargs == 0:
+            return 0
+        if action.nargs == "?":
+            return None
+        return action.nargs if isinstance(action.nargs, int) else 1
+
+    def _command(self, name: str, opts: Any, text: str) -> RenderResult | None:
+        if name == "answer":
+            return self._answer(opts, text)
+        if text and name != "rename":
+            raise UsageError(f"--{name} takes no question; got {text[:40]!r}")
+        getattr(self, f"_cmd_{name}")(opts, text)
+        return None
+
+    # -- asking -----------------------------------------------------------------
+    def _ask(self, question: str, opts: Any, *, interpolated: bool = False) -> RenderResult:
+        if not (interpolated or opts.no_interpolate):
+            question = self._interpolate(question)
+        chat = self.chat
+        if opts.history is not None:
+            if opts.thread is not None or opts.new:
+                raise UsageError("-H asks with a ChatHistory, not in a thread: drop -t/-n")
+            history = self._user_history(opts.history, opts.system)
+            events = chat.iter_ask_with_history(question, history, model=opts.model)
+        else:
+            events = chat.iter_ask(self._thread_for(opts), question, model=opts.model)
+        result = self._render(events, opts)
+        if result.error is not None:
+            raise UsageError(str(result.error)) from result.error
+        if opts.code:
+            self._code_to_next_cell(result.text)
+        return result
+
+    def _render(self, events: Any, opts: Any) -> RenderResult:
+        renderer = TurnRenderer(
+            mode=self._mode(opts.no_stream), chat=self.chat, show_error=False,
+            max_updates_per_second=self.max_updates_per_second,
+        )
+        result = renderer.render(events)
+        result.shown_in = execution_marker()
+        return result
+
+    def _mode(self, no_stream: bool) -> Mode | None:
+        if self.live is None and not no_stream:
+            return None
+        if detect_mode() == "text":
+            return "text"  # a terminal prints as it goes; display updates would repeat
+        return "live" if self.live and not no_stream else "final"
+
+    def _interpolate(self, text: str) -> str:
+        done = interpolate(text, self.shell.user_ns if self.shell is not None else {})
+        if done.unresolved:
+            names = ", ".join(done.unresolved)
+            print(f"nbchat: not defined here, sent as typed: {names} "
+                  f"(--no-interpolate sends all braces as typed)", file=sys.stderr)
+        return done.text
+
+    def _thread_for(self, opts: Any) -> int:
+        if opts.thread is not None:
+            if opts.new or opts.system is not None:
+                raise UsageError("-t asks in an existing thread; -n and -s start a new one: "
+                                 "use one or the other")
+            return int(opts.thread)
+        if opts.new or opts.system is not None or self.thread_id is None:
+            self.thread_id = self.chat.new_thread(
+                opts.model or self.model or None, system=opts.system or self.system or None
+            )
+        return self.thread_id
+
+    def _user_history(self, name: str, system: str | None) -> ChatHistory:
+        from .history import ChatHistory
+
+        found, value = resolve(name, self.shell.user_ns if self.shell is not None else {})
+        if not found:
+            raise UsageError(f"-H {name}: no such variable in this notebook; "
+                             f"make one with {name} = nbchat.ChatHistory()")
+        if not isinstance(value, ChatHistory):
+            raise UsageError(f"-H {name}: {name} is a {type(value).__name__}, not a "
+                             f"ChatHistory; see chat.history(thread_id) or nbchat.ChatHistory()")
+        if system is not None:
+            value = value.copy()
+            value.system = system
+        return value
+
+    def _error_question(self, text: str, opts: Any) -> str:
+        error = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+        if error is None:
+            raise UsageError("no exception in this session yet; run the failing cell, "
+                             "then %chat --error")
+        tb = getattr(sys, "last_traceback", None) or error.__traceback__
+        lines = "".join(traceback.format_exception(type(error), error, tb)).rstrip()
+        question = ERROR_PROMPT.format(traceback=lines[-MAX_TRACEBACK_CHARS:])
+        if text:
+            question += "\n\n" + (text if opts.no_interpolate else self._interpolate(text))
+        return question
+
+    def _code_to_next_cell(self, text: str) -> None:
+        match = _FENCE.search(text)
+        if match is None:
+            print("nbchat: the answer has no code block; no cell added", file=sys.stderr)
+        elif self.shell is not None:
+            self.shell.set_next_input(match.group(1).rstrip("\n"), replace=False)
+
+    # -- client tools -------------------------------------------------------------
+    def _answer(self, opts: Any, text: str) -> RenderResult:
+        if not text:
+            raise UsageError("give the answer: %chat --answer VALUE (or --answer CALL VALUE)")
+        chat = self.chat
+        thread = opts.thread if opts.thread is not None else self.thread_id
+        calls = chat.pending_calls(thread)
+        if thread is None:
+            threads = sorted({call.thread_id for call in calls})
+            if len(threads) > 1:
+                raise UsageError(f"calls wait for an answer in threads {threads}; "
+                                 f"say which: %chat -t ID --answer VALUE")
+            thread = threads[0] if threads else None
+        if thread is None:
+            raise UsageError("no client-tool call is waiting for an answer")
+        first, _, rest = text.partition(" ")
+        call_id = first if rest.strip() and first in {c.call_id for c in calls} else None
+        value = _unquote_value(rest.strip() if call_id else text)
+        events = chat.iter_answer_tool_call(thread, value, call_id=call_id)
+        self.thread_id = thread if self.thread_id is None else self.thread_id
+        return self._render(events, opts)
+
+    # -- thread commands ------------------------------------------------------------
+    def _new_thread(self, opts: Any) -> None:
+        self.thread_id = self._thread_for(opts)
+        model = self.chat.store.get(self.thread_id).model
+        print(f"Thread {self.thread_id} ({model}) is now current.")
+
+    def _cmd_list(self, opts: Any, text: str) -> None:
+        from ._views import threads_table
+
+        threads = self.chat.threads()
+        if not threads:
+            print(f"No threads yet for user {self.chat.user!r}; ask something with %chat QUESTION")
+            return
+        markdown, plain = threads_table(threads, self.thread_id)
+        display({"text/markdown": markdown, "text/plain": plain}, raw=True)
+
+    def _cmd_show(self, opts: Any, text: str) -> None:
+        from ._views import thread_markdown
+
+        thread = self.chat.store.get(self._thread_arg(opts.show))
+        markdown = thread_markdown(thread)
+        display({"text/markdown": markdown, "text/plain": markdown}, raw=True,
+                metadata={"nbchat": {"thread": thread.id}})
+
+    def _cmd_use(self, opts: Any, text: str) -> None:
+        thread = self.chat.store.get(opts.use)
+        self.thread_id = thread.id
+        print(f"Thread {thread.id} ({thread.title or 'untitled'}) is now current.")
+
+    def _cmd_rename(self, opts: Any, text: str) -> None:
+        if not text:
+            raise UsageError("give the new title: %chat --rename ID TITLE")
+        self.chat.update_thread_title(opts.rename, text)
+        print(f"Thread {opts.rename} is now titled {text!r}.")
+
+    def _cmd_delete(self, opts: Any, text: str) -> None:
+        self.chat.delete_thread(opts.delete)
+        if self.thread_id == opts.delete:
+            self.thread_id = None
+        print(f"Deleted thread {opts.delete}.")
+
+    def _cmd_models(self, opts: Any, text: str) -> None:
+        from ._views import models_list
+
+        models = self.chat.list_models()
+        markdown, plain = models_list(models, self.chat.llm.default_model())
+        display({"text/markdown": markdown, "text/plain": plain}, raw=True)
+
+    def _cmd_export(self, opts: Any, text: str) -> None:
+        from ._views import thread_json, thread_markdown
+
+        thread_id, target = opts.export
+        thread = self.chat.store.get(self._thread_arg(thread_id))
+        path = Path(target).expanduser()
+        writers = {
+            ".md": lambda: thread_markdown(thread) + "\n", ".ipynb": lambda: thread_json(thread)
+        }
+        if path.suffix.lower() not in writers:
+            raise UsageError(f"export to a .md or .ipynb file, not {path.name!r}")
+        try:
+            path.write_text(writers[path.suffix.lower()](), encoding="utf-8")
+        except OSError as err:
+            raise UsageError(f"cannot write {path}: {err.strerror}") from err
+        print(f"Exported thread {thread.id} ({len(thread.turns)} turns) to {path}")
+
+    def _cmd_panel(self, opts: Any, text: str) -> None:
+        try:
+            from .widgets import ChatPanel
+        except ImportError as err:
+            raise UsageError(f"the panel is not available: {err}; pip install ipywidgets") from err
+        display(ChatPanel(chat=self.chat))
+
+    def _thread_arg(self, value: object) -> int:
+        if value in (None, ""):
+            if self.thread_id is None:
+                raise UsageError("no current thread; pick one with %chat --use ID "
+                                 "(see %chat --list)")
+            return self.thread_id
+        try:
+            return int(str(value))
+        except ValueError:
+            raise UsageError(f"thread ids are numbers, got {value!r}; see %chat --list") from None
+
+
+def load(ipython: Any) -> None:
+    """Register ``%chat`` and its input transformer in ``ipython`` (idempotent)."""
+    if not any(isinstance(m, ChatMagics) for m in ipython.magics_manager.registry.values()):
+        ipython.register_magics(ChatMagics(shell=ipython))
+    cleanup = ipython.input_transformers_cleanup
+    # The auto-load startup file's stand-in hands over to the real transformer.
+    name = protect_chat_questions.__name__
+    cleanup[:] = [t for t in cleanup if getattr(t, "__name__", "") != name]
+    cleanup.append(protect_chat_questions)
+
+
+def unload(ipython: Any) -> None:
+    """Remove ``%chat`` / ``%%chat`` and the transformer from ``ipython``."""
+    manager = ipython.magics_manager
+    for kind in ("line", "cell"):
+        manager.magics[kind].pop("chat", None)
+    for name, magics in list(manager.registry.items()):
+        if isinstance(magics, ChatMagics):
+            del manager.registry[name]
+            if magics in ipython.configurables:
+                ipython.configurables.remove(magics)
+    cleanup = ipython.input_transformers_cleanup
+    cleanup[:] = [t for t in cleanup if t is not protect_chat_questions]
+
+
+def _echoed(shell: Any) -> bool:
+    """Whether the running cell ends with a bare %chat, whose value IPython would echo."""
+    running = getattr(getattr(shell, "displayhook", None), "exec_result", None)
+    info = getattr(running, "info", None)
+    if info is None or info.silent or not isinstance(info.raw_cell, str):
+        return False
+    try:
+        tree = ast.parse(shell.transform_cell(info.raw_cell))
+    except (SyntaxError, ValueError):
+        return False
+    last = tree.body[-1] if tree.body else None
+    if not (isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)):
+        return False
+    call = last.value
+    return (
+        isinstance(call.func, ast.Attribute)
+        and call.func.attr in ("run_line_magic", "run_cell_magic")
+        and bool(call.args)
+        and isinstance(call.args[0], ast.Constant)
+        and call.args[0].value == "chat"
+    )
+
+
+def _environment() -> tuple[tuple[str, str], ...]:
+    """The environment variables a Chat reads, to notice ``%env`` changes."""
+    names = ("OPENAI_API_KEY", "JUPYTERHUB_USER")
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("NBCHAT_")
+                        or k in names))
+
+
+def _unquote_value(text: str) -> str:
+    """``"a b"`` or ``'a b'`` as typed in ``--answer`` loses its quotes."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text

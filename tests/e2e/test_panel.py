@@ -1,0 +1,68 @@
+"""The chat panel in real JupyterLab: send a question, watch the answer stream in."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from nbchat.testing import Reply
+
+pytestmark = pytest.mark.e2e
+
+SETUP = """\
+import os
+os.environ.update(NBCHAT_BASE_URL={url!r}, NBCHAT_MODEL="scripted-small", NBCHAT_STORE={store!r})
+%load_ext nbchat
+"""
+ANSWER = "Tea is brewed by steeping leaves in hot water, then poured and enjoyed slowly."
+
+
+def is_title_request(body):
+    return "conversation title" in body["messages"][0]["content"]
+
+
+def test_send_streams_the_answer_and_lists_the_new_thread(notebook, scripted_server, tmp_path):
+    scripted_server.script(
+        Reply("Brewing Tea Basics", when=is_title_request),
+        Reply(ANSWER, when="how is tea made", chunk_size=4, delay=0.15),
+        Reply("", when="which tea", tool_calls=[
+            ("choose", {"question": "Green or black?", "options": ["green", "black"]}),
+        ]),
+        Reply("Black tea it is: steep it for four minutes.", after_tool="choose"),
+    )
+    setup = SETUP.format(url=scripted_server.url, store=str(tmp_path / "store"))
+    nb = notebook([setup, "%chat --panel"])
+    nb.run_cell(0)
+    nb.run_cell(1)
+    out = nb.output(1)
+    box = out.locator(".nbchat-panel textarea")
+    box.wait_for(timeout=30_000)
+    assert "No thread selected" in out.inner_text()
+    nb.screenshot("1-empty-panel")
+
+    box.fill("How is tea made?")
+    out.get_by_role("button", name="Send").click()
+    # The answer streams in (20 chunks over 3 s): part of it shows before all of it.
+    nb.wait_for_text(1, "Tea is brewed")
+    assert "enjoyed slowly." not in out.inner_text()
+    nb.screenshot("2-streaming")
+    nb.wait_for_text(1, "enjoyed slowly.")
+    # The new thread is listed, with the title the model gave it.
+    # (the select shows spaces as no-break spaces; \\s matches both)
+    expect(out.locator(".nbchat-threads option")).to_have_text(
+        [re.compile(r"^Brewing\sTea\sBasics\s\(#1\)$")]
+    )
+    assert box.input_value() == ""
+    nb.screenshot("3-answered")
+
+    box.fill("Which tea should I pick?")
+    out.get_by_role("button", name="Send").click()
+    black = out.get_by_role("button", name="black")
+    black.wait_for(timeout=30_000)
+    nb.screenshot("4-tool-prompt")
+    black.click()
+    nb.wait_for_text(1, "steep it for four minutes")
+    assert out.get_by_role("button", name="black").count() == 0  # the answered prompt is gone
+    nb.screenshot("5-tool-answered")
