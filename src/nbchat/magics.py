@@ -20,7 +20,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, argument_group, magic_arguments
 from IPython.display import display
-from traitlets import Bool, Float, Unicode
+from traitlets import Bool, Float, List, Unicode
 
 from ._interpolate import interpolate, resolve
 from ._magic_syntax import protect_chat_questions, split_options
@@ -61,6 +61,14 @@ class ChatMagics(Magics):
         help="True: stream answers live; False: render them once, at the end; "
         "None: live when a person is at the notebook, once under nbclient/nbval.",
     ).tag(config=True)
+    tools = List(
+        Unicode(),
+        help="Names of variables holding tools the model may call "
+        "(@nbchat.tool functions, ClientTool instances), besides the built-in client tools.",
+    ).tag(config=True)
+    permissions = List(
+        Unicode(), help="Permissions the current user has, for client tools' requirements."
+    ).tag(config=True)
     max_updates_per_second = Float(
         10.0, help="At most this many live display updates a second (fewer for long answers)."
     ).tag(config=True)
@@ -74,7 +82,9 @@ class ChatMagics(Magics):
     @property
     def chat(self) -> Chat:
         """The Chat these magics use, rebuilt when a setting or NBCHAT_* variable changes."""
-        key = (self.model, self.base_url, self.provider, self.store, self.user, _environment())
+        tools = self._user_tools()
+        key = (self.model, self.base_url, self.provider, self.store, self.user, _environment(),
+               tuple(map(id, tools)), tuple(self.permissions))
         if self._chat is None or key != self._chat_key:
             from .chat import Chat
 
@@ -82,6 +92,7 @@ class ChatMagics(Magics):
             self._chat = Chat(
                 model=self.model or None, base_url=self.base_url or None,
                 provider=self.provider or None, store=self.store or None, user=self.user or None,
+                tools=tools, permissions=self.permissions,
             )
             self._chat_key = key
             if old is not None and (old.store.path, old.user) != (
@@ -89,6 +100,18 @@ class ChatMagics(Magics):
             ):
                 self.thread_id = None  # the current thread was another store's or user's
         return self._chat
+
+    def _user_tools(self) -> list[Any]:
+        """The objects named by the ``tools`` setting, from the user's namespace."""
+        namespace = self.shell.user_ns if self.shell is not None else {}
+        missing = [name for name in self.tools if name not in namespace]
+        if missing:
+            raise UsageError(
+                f"ChatMagics.tools names {', '.join(map(repr, missing))}, which "
+                f"{'is' if len(missing) == 1 else 'are'} not defined; define the tool first "
+                f"or fix %config ChatMagics.tools"
+            )
+        return [namespace[name] for name in self.tools]
 
     @magic_arguments(name="chat")
     @argument_group("Asking")
