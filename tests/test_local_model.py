@@ -425,3 +425,70 @@ def test_resolve_skips_a_local_model_that_cannot_start(no_ollama, monkeypatch, t
     assert settings.origin == "demo"
     err = capsys.readouterr().err
     assert "the local model could not start" in err and "offline demo model" in err
+
+
+# ── whole turns through nbchat: Chat, a kernel cell, an interrupt ─────────────
+
+
+def test_chat_turns_with_context_and_a_title(server: local.LocalServer, tmp_path: Path):
+    chat = nbchat.Chat(base_url=server.url, model=server.model, store=tmp_path / "store")
+    thread = chat.new_thread()
+    first = chat.ask(thread, "What is the capital of France?")
+    second = chat.ask(thread, "And what river runs through it?")
+    assert (first.status, second.status) == ("complete", "complete")
+    assert first.text.strip() and second.text.strip()
+    [(tid, title)] = chat.thread_list()
+    assert tid == thread and 1 <= len(title.split()) <= 8
+    history = chat.history(thread)
+    assert [m.role for m in history] == ["user", "assistant", "user", "assistant"]
+    assert [m.content for m in history][::2] == [
+        "What is the capital of France?", "And what river runs through it?"
+    ]
+
+
+def test_closing_a_local_stream_keeps_the_partial_answer(server: local.LocalServer, tmp_path):
+    chat = nbchat.Chat(base_url=server.url, model=server.model, store=tmp_path / "store")
+    thread = chat.new_thread()
+    stream = chat.iter_ask(thread, "Write a long story about a cat who learns to sail.")
+    seen = []
+    for event in stream:
+        if isinstance(event, TextDelta):
+            seen.append(event.text)
+            if len(seen) == 5:
+                break
+    stream.close()
+    [turn] = chat.store.get(thread).turns
+    assert (turn.status, turn.answer) == ("interrupted", "".join(seen))
+    assert chat.ask(thread, "Say hello.").status == "complete"  # the server is still usable
+
+
+@pytest.mark.kernel
+def test_a_kernel_cell_streams_the_local_model_and_stops_on_interrupt(
+    server: local.LocalServer, tmp_path: Path
+):
+    from kernel_helpers import Kernel, kernel_env
+
+    store = tmp_path / "store"
+    env = kernel_env(tmp_path / "kernel", NBCHAT_BASE_URL=server.url, NBCHAT_MODEL=server.model,
+                     NBCHAT_STORE=str(store), NBCHAT_USER="tester")
+    interrupted: list[bool] = []
+
+    def stop_once_text_shows(message: dict, kernel: Kernel) -> None:
+        markdown = message["content"].get("data", {}).get("text/markdown", "")
+        if not interrupted and message["header"]["msg_type"] == "update_display_data" and (
+            len(markdown.split()) > 3
+        ):
+            interrupted.append(True)
+            kernel.interrupt()
+
+    with Kernel(env) as kernel:
+        answered = kernel.ok("%chat What is a notebook?", timeout=120)
+        assert answered.outputs[-1]["data"]["text/plain"].strip()
+        assert answered.outputs[-1]["metadata"]["nbchat"]["model"] == server.model
+        run = kernel.run("%chat -n Write a very long story about a cat who learns to sail.",
+                         on_message=stop_once_text_shows, timeout=120)
+    assert run.status == "ok" and interrupted
+    shown = run.outputs[-1]["data"]["text/plain"]
+    assert shown.endswith("⏹ interrupted — the partial answer is kept in the thread")
+    thread = nbchat.ThreadStore(store, "tester").get(2)
+    assert thread.turns[-1].status == "interrupted" and thread.turns[-1].answer.strip()

@@ -57,7 +57,7 @@ class LLMClient:
                 return preferred
             raise
         if preferred in models or (preferred and not models):
-            return preferred  # type: ignore[return-value]
+            return preferred
         if not models:
             raise ModelNotFound(
                 f"the endpoint at {self.settings.base_url} offers no models; "

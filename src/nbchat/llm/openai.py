@@ -111,7 +111,7 @@ class OpenAIProvider:
             return body.decode("utf-8", "replace").strip()[:200]
 
 
-_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
+_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
 def _loads(payload: str) -> Any:
