@@ -14,6 +14,7 @@ Four.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -24,7 +25,16 @@ from typing import Any
 from ._turn import NullRecorder, TurnSpec, run_turn
 from .config import Settings, resolve
 from .errors import InputError, NbchatError, NoPendingCall, TurnInterrupted
-from .events import Event, TextDelta, ToolCallPending, TurnFailed, TurnFinished, Usage
+from .events import (
+    Event,
+    TextDelta,
+    ToolCall,
+    ToolCallPending,
+    ToolResult,
+    TurnFailed,
+    TurnFinished,
+    Usage,
+)
 from .history import ChatHistory
 from .llm import LLMClient
 from .store import Thread, ThreadInfo, ThreadStore, Turn
@@ -119,8 +129,6 @@ def answer_from(events: Iterable[Event]) -> Answer:
 
 
 def _pending_from_event(event: ToolCallPending) -> PendingCall:
-    import json
-
     try:
         arguments = json.loads(event.call.arguments)
     except ValueError:
@@ -451,9 +459,7 @@ class Chat(_Engine):
         ]
         pending = [e for e in turn.pending if e["call"]["id"] != call.call_id]
         self.store.update_turn(thread_id, call.turn, messages=messages, pending=pending)
-        from .events import ToolCall, ToolResult
-
-        result = ToolResult(ToolCall(call.call_id, call.tool, _dumps(call.arguments)), output)
+        result = ToolResult(ToolCall(call.call_id, call.tool, json.dumps(call.arguments)), output)
         if pending:
             finished = TurnFinished(thread_id, call.turn, turn.answer, "suspended", thread.model)
             rest = [_pending_event(thread_id, call.turn, e) for e in pending]
@@ -628,15 +634,7 @@ def _pending(thread_id: int, turn: int, entry: dict[str, Any]) -> PendingCall:
 
 
 def _pending_event(thread_id: int, turn: int, entry: dict[str, Any]) -> ToolCallPending:
-    from .events import ToolCall
-
     return ToolCallPending(thread_id, turn, ToolCall.from_dict(entry["call"]), entry["prompt"])
-
-
-def _dumps(value: object) -> str:
-    import json
-
-    return json.dumps(value)
 
 
 def _check_text(value: object, what: str) -> None:
