@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .errors import InvalidToolArguments, NbchatError, ToolError, ToolRequirementsNotMet
+from .errors import NbchatError, ToolError
 from .events import (
     Event,
     TextDelta,
@@ -186,7 +186,7 @@ def _handle_call(
         assert isinstance(tool, ClientTool)
         arguments = tool.parse_arguments(call.arguments)
         tool.check_requirements(spec.tool_context, arguments)
-    except (InvalidToolArguments, ToolRequirementsNotMet, ToolError) as error:
+    except ToolError as error:  # bad arguments, unmet requirements, unknown tool
         return ToolResult(call, f"error: {error}", is_error=True)
     except Exception as error:  # a kernel tool's own failure is the LLM's to see
         return ToolResult(call, f"error: {type(error).__name__}: {error}", is_error=True)
