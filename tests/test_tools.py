@@ -1031,3 +1031,80 @@ def test_toolbox_checks_client_tool_instances() -> None:
 def test_module_docstring_example_runs() -> None:
     result = doctest.testmod(nbchat.tools, optionflags=doctest.ELLIPSIS)
     assert (result.attempted, result.failed) == (10, 0)
+
+
+class Transfer(ClientTool):
+    """A client tool whose schema uses keywords type hints never generate."""
+
+    name = "transfer"
+    description = "Move money between two accounts."
+    parameters = {
+        "type": "object",
+        "$defs": {"account": {"type": "string", "pattern": "^[A-Z]{2}[0-9]{4}$"}},
+        "properties": {
+            "source": {"$ref": "#/$defs/account"},
+            "target": {"$ref": "#/$defs/account"},
+            "currency": {"const": "EUR"},
+            "amount": {
+                "oneOf": [
+                    {"type": "integer", "exclusiveMinimum": 0, "multipleOf": 5},
+                    {"type": "string", "pattern": "^all$"},
+                ]
+            },
+            "when": {"type": "string", "format": "date"},
+        },
+        "required": ["source", "target", "currency", "amount"],
+        "additionalProperties": False,
+    }
+
+
+TRANSFER_OK = {"source": "DE1234", "target": "FR9876", "currency": "EUR", "amount": 10}
+
+
+@pytest.mark.parametrize(
+    ("changes", "problems"),
+    [
+        ({"source": "de12"}, "'source' must match the pattern ^[A-Z]{2}[0-9]{4}$, not \"de12\""),
+        ({"currency": "USD"}, "'currency' must be \"EUR\", not \"USD\""),
+        ({"amount": 7}, "'amount' must be a multiple of 5, not 7"),
+        ({"amount": 0}, "'amount' must be more than 0, not 0"),
+        ({"amount": "some"}, "'amount' must match the pattern ^all$, not \"some\""),
+        ({"amount": [5]}, "'amount' must be an integer or a string, not an array"),
+        ({"when": "tomorrow"}, "'when' must be a valid date, not \"tomorrow\""),
+        (
+            {"target": "x", "amount": 3},
+            "'target' must match the pattern ^[A-Z]{2}[0-9]{4}$, not \"x\"; "
+            "'amount' must be a multiple of 5, not 3",
+        ),
+    ],
+)
+def test_every_constraint_a_client_tool_declares_is_checked(
+    changes: dict[str, Any], problems: str
+) -> None:
+    with pytest.raises(InvalidToolArguments) as info:
+        Transfer().parse_arguments({**TRANSFER_OK, **changes})
+    assert str(info.value) == (
+        f"invalid arguments for tool 'transfer': {problems}. Call transfer again with a JSON "
+        "object of: source (any, required), target (any, required), currency (\"EUR\", "
+        "required), amount (integer or string, required), when (string)."
+    )
+
+
+def test_a_client_tool_call_that_meets_its_constraints_passes() -> None:
+    arguments = {**TRANSFER_OK, "amount": "all", "when": "2026-12-01"}
+    assert Transfer().parse_arguments(json.dumps(arguments)) == arguments
+
+
+def test_a_client_tool_schema_that_is_not_a_json_schema_is_refused() -> None:
+    with pytest.raises(ToolDefinitionError) as info:
+
+        class Broken(ClientTool):
+            name = "broken"
+            description = "Broken."
+            parameters = {"type": "object", "properties": {"n": {"type": "integr"}}}
+
+    assert str(info.value).startswith(
+        "ClientTool test_a_client_tool_schema_that_is_not_a_json_schema_is_refused.<locals>"
+        ".Broken has parameters that are not a valid JSON schema: "
+    )
+    assert "'integr'" in str(info.value) and str(info.value).endswith("; fix the schema")

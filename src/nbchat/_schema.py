@@ -1,16 +1,12 @@
-"""Type hints and docstrings → JSON schema, and checking arguments against it.
+"""Type hints and docstrings → JSON schema.
 
 :func:`function_schema` gives a function's description, ``parameters`` schema
 and per-parameter converters (JSON value → what the hint asks for), reading
-numpydoc and Google docstrings (:func:`parse_docstring`).
-:func:`load_arguments` checks what the LLM sent, or raises
-:class:`InvalidToolArguments` listing every problem, for the LLM.
-
-The schema subset, generated and checked: ``type`` (one or a list), ``enum``,
-``anyOf``, ``properties``, ``required``, ``additionalProperties`` (bool or a
-schema), ``items``, ``prefixItems``, ``minItems``, ``maxItems``,
-``uniqueItems``, ``minLength``, ``maxLength``, ``minimum``, ``maximum``.
-Other keywords (``description``, ``default``, ``title``) are not checked.
+numpydoc and Google docstrings (:func:`parse_docstring`). The generated
+keywords: ``type``, ``enum``, ``anyOf``, ``properties``, ``required``,
+``additionalProperties``, ``items``, ``prefixItems``, ``minItems``,
+``maxItems``, ``description`` and ``default``. Checking arguments against a
+schema (any JSON schema, not only these keywords) is :mod:`nbchat._arguments`.
 """
 
 from __future__ import annotations
@@ -19,16 +15,15 @@ import enum
 import functools
 import inspect
 import json
-import operator
 import re
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from .errors import InvalidToolArguments, ToolDefinitionError
+from ._arguments import _json_type, is_valid
+from .errors import ToolDefinitionError
 
 Convert = Callable[[Any], Any]
-Schema = Mapping[str, Any]
 
 _SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 _SCALARS[type(None)] = "null"
@@ -157,7 +152,7 @@ def _compile_union(args: tuple[Any, ...], where: str) -> tuple[dict[str, Any], C
 
     def convert(value: Any) -> Any:
         for schema, arm_convert in arms:
-            if not _problems(value, schema):
+            if is_valid(value, schema):
                 return arm_convert(value)
         return value
 
@@ -292,243 +287,3 @@ def _google_params(lines: list[str]) -> dict[str, str]:
         elif name:
             params[name].append(line.strip())
     return {name: " ".join(text) for name, text in params.items() if text}
-
-
-# ---------------------------------------------------------------- checking arguments
-
-
-def load_arguments(tool_name: str, parameters: Schema, arguments: object) -> dict[str, Any]:
-    """Check ``arguments`` (JSON text or a mapping) against ``parameters``; return them.
-
-    An empty string means no arguments. A ``null`` for an optional argument
-    whose schema does not accept null counts as leaving it out (models often
-    send that). Integral floats for integer fields become ints.
-    """
-    if isinstance(arguments, str):
-        text = arguments.strip() or "{}"
-        try:
-            arguments = json.loads(text)
-        except json.JSONDecodeError as exc:
-            problem = f"they are not valid JSON ({exc.msg} at character {exc.pos})"
-            raise invalid_arguments(tool_name, parameters, [problem]) from exc
-    if not isinstance(arguments, Mapping):
-        problem = f"they must be a JSON object, not {_describe(arguments)}"
-        raise invalid_arguments(tool_name, parameters, [problem])
-    problems: list[str] = []
-    value: dict[str, Any] = _check(dict(arguments), parameters, "", problems)
-    if problems:
-        raise invalid_arguments(tool_name, parameters, problems)
-    return value
-
-
-def invalid_arguments(
-    tool_name: str, parameters: Schema, problems: list[str]
-) -> InvalidToolArguments:
-    """The error for the LLM: every problem, then what to send instead."""
-    return InvalidToolArguments(
-        f"invalid arguments for tool {tool_name!r}: {'; '.join(problems)}. "
-        f"{describe_parameters(tool_name, parameters)}"
-    )
-
-
-def describe_parameters(tool_name: str, parameters: Schema) -> str:
-    """One sentence telling the LLM what to send, e.g. ``Call add again with ...``."""
-    properties = parameters.get("properties") or {}
-    if not properties:
-        return f"Call {tool_name} again with an empty JSON object {{}}."
-    required = set(parameters.get("required") or ())
-    fields = [
-        f"{key} ({_label(schema)}{', required' if key in required else ''})"
-        for key, schema in properties.items()
-    ]
-    return f"Call {tool_name} again with a JSON object of: {', '.join(fields)}."
-
-
-def _problems(value: Any, schema: Schema) -> list[str]:
-    problems: list[str] = []
-    _check(value, schema, "", problems)
-    return problems
-
-
-def _check(value: Any, schema: Schema, path: str, problems: list[str]) -> Any:
-    """``value`` normalised; what is wrong with it is appended to ``problems``."""
-    if "anyOf" in schema:
-        return _check_any_of(value, schema, path, problems)
-    kinds = schema.get("type")
-    if kinds is not None:
-        kinds = [kinds] if isinstance(kinds, str) else list(kinds)
-        if not any(_is_type(value, kind) for kind in kinds):
-            problems.append(f"{_name(path)} must be {_expected(schema)}, not {_describe(value)}")
-            return value
-        if "integer" in kinds and isinstance(value, float) and "number" not in kinds:
-            value = int(value)
-    if "enum" in schema and not any(_same_json(value, o) for o in schema["enum"]):
-        problems.append(f"{_name(path)} must be {_expected(schema)}, not {_dump(value)}")
-        return value
-    if isinstance(value, (list, tuple)):
-        value = _check_array(list(value), schema, path, problems)
-    elif isinstance(value, Mapping):
-        value = _check_object(dict(value), schema, path, problems)
-    if isinstance(value, (str, list, int, float)) and not isinstance(value, bool):
-        _check_bounds(value, schema, path, problems)
-    return value
-
-
-def _check_any_of(value: Any, schema: Schema, path: str, problems: list[str]) -> Any:
-    arms = schema["anyOf"]
-    for arm in arms:
-        if not _problems(value, arm):
-            return _check(value, arm, path, [])
-    fitting = [arm for arm in arms if _fits_type(value, arm)]
-    if len(fitting) == 1:  # report what is wrong inside, e.g. one bad item of a list | None
-        return _check(value, fitting[0], path, problems)
-    problems.append(f"{_name(path)} must be {_expected(schema)}, not {_describe(value)}")
-    return value
-
-
-def _fits_type(value: Any, schema: Schema) -> bool:
-    kinds = schema.get("type")
-    if kinds is None:
-        return "anyOf" not in schema
-    kinds = [kinds] if isinstance(kinds, str) else kinds
-    return any(_is_type(value, kind) for kind in kinds)
-
-
-def _check_bounds(value: Any, schema: Schema, path: str, problems: list[str]) -> None:
-    if isinstance(value, str):
-        low_key, high_key, unit = "minLength", "maxLength", "character"
-    elif isinstance(value, list):
-        low_key, high_key, unit = "minItems", "maxItems", "item"
-    else:
-        low_key, high_key, unit = "minimum", "maximum", ""
-    size = len(value) if unit else value
-    for limit, word, broken in (
-        (schema.get(low_key), "least", operator.lt),
-        (schema.get(high_key), "most", operator.gt),
-    ):
-        if limit is not None and broken(size, limit):
-            plural = "" if limit == 1 else "s"
-            need = f"have at {word} {limit} {unit}{plural}" if unit else f"be at {word} {limit}"
-            problems.append(f"{_name(path)} must {need}, not {size}")
-
-
-def _check_array(value: list[Any], schema: Schema, path: str, problems: list[str]) -> list[Any]:
-    if schema.get("uniqueItems"):
-        seen: set[str] = set()
-        for item in value:
-            text = json.dumps(item, sort_keys=True, default=repr)
-            if text in seen:
-                problems.append(f"{_name(path)} must not repeat items, but {text} appears twice")
-                break
-            seen.add(text)
-    prefix = schema.get("prefixItems") or []
-    rest = schema.get("items")
-    checked = []
-    for index, item in enumerate(value):
-        item_schema = prefix[index] if index < len(prefix) else rest
-        if isinstance(item_schema, Mapping):
-            item = _check(item, item_schema, f"{path}[{index}]", problems)
-        checked.append(item)
-    return checked
-
-
-def _check_object(
-    value: dict[str, Any], schema: Schema, path: str, problems: list[str]
-) -> dict[str, Any]:
-    properties = schema.get("properties") or {}
-    required = schema.get("required") or ()
-    extra = schema.get("additionalProperties", True)
-    for key in [k for k, v in value.items() if v is None and k in properties and k not in required]:
-        if _problems(None, properties[key]):
-            del value[key]
-    where, noun = (f"{_name(path)}: ", "key") if path else ("", "argument")
-    for key in [key for key in required if key not in value]:
-        problems.append(f"{where}missing required {noun} {key!r}")
-    checked: dict[str, Any] = {}
-    for key, item in value.items():
-        item_path = f"{path}.{key}" if path else key
-        if key in properties:
-            checked[key] = _check(item, properties[key], item_path, problems)
-        elif extra is False:
-            problems.append(f"{where}unexpected {noun} {key!r}")
-        else:
-            checked[key] = _check(
-                item, extra if isinstance(extra, Mapping) else {}, item_path, problems
-            )
-    return checked
-
-
-def _is_type(value: Any, kind: str) -> bool:
-    if kind == "integer":
-        return _json_type(value) == "integer" or (isinstance(value, float) and value.is_integer())
-    if kind == "number":
-        return _json_type(value) in ("integer", "number")
-    return _json_type(value) == kind
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    for python, kind in ((int, "integer"), (float, "number"), (str, "string")):
-        if isinstance(value, python):
-            return kind
-    if isinstance(value, (list, tuple)):
-        return "array"
-    return "object" if isinstance(value, Mapping) else type(value).__name__
-
-
-def _same_json(a: Any, b: Any) -> bool:
-    return bool(a == b) and isinstance(a, bool) == isinstance(b, bool)
-
-
-def _expected(schema: Schema) -> str:
-    """What a schema wants, in words: ``an integer``, ``one of "a", "b"``, ``a string or null``."""
-    if "enum" in schema:
-        return "one of " + ", ".join(_dump(option) for option in schema["enum"])
-    if "anyOf" in schema:
-        return " or ".join(_expected(arm) for arm in schema["anyOf"])
-    kinds = schema.get("type")
-    if kinds is None:
-        return "any JSON value"
-    kinds = [kinds] if isinstance(kinds, str) else kinds
-    return " or ".join(_article(kind) for kind in kinds)
-
-
-def _label(schema: Schema) -> str:
-    """A short type label for the parameter summary: ``array of string``, ``integer or null``."""
-    if "enum" in schema:
-        return _expected(schema)
-    if "anyOf" in schema:
-        return " or ".join(_label(arm) for arm in schema["anyOf"])
-    kinds = schema.get("type", "any")
-    label = kinds if isinstance(kinds, str) else " or ".join(kinds)
-    if label == "array" and schema.get("prefixItems"):
-        label += " [" + ", ".join(_label(item) for item in schema["prefixItems"]) + "]"
-    elif label == "array" and isinstance(schema.get("items"), Mapping):
-        label += f" of {_label(schema['items'])}"
-    return label
-
-
-def _article(kind: str) -> str:
-    return kind if kind == "null" else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
-
-
-def _describe(value: Any) -> str:
-    kind = _json_type(value)
-    if kind in ("null", "array", "object"):
-        return _article(kind)
-    return f"{_article(kind)} ({_dump(value)})"
-
-
-def _dump(value: Any) -> str:
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= 40 else text[:39] + "…"
-
-
-def _name(path: str) -> str:
-    return f"{path!r}" if path else "the arguments"

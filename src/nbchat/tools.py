@@ -75,7 +75,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, overload
 
-from ._schema import function_schema, invalid_arguments, load_arguments
+from ._arguments import invalid_arguments, load_arguments, schema_problem
+from ._schema import function_schema
 from .errors import (
     InputError,
     InvalidToolAnswer,
@@ -276,7 +277,9 @@ class ClientTool(Tool):
     """A tool whose output the person at the notebook produces.
 
     Subclasses set ``name``, ``description`` and ``parameters`` (a JSON schema
-    of type object) as class attributes, and override what they need. The
+    of type object; draft 2020-12 unless it names another in ``$schema``) as
+    class attributes, and override what they need. Every keyword of the schema
+    is checked (``pattern``, ``const``, ``oneOf``, ``$ref``, ``format``…). The
     defaults ask for free text: :meth:`prompt` shows ``arguments["question"]``
     (or the description) with a text box, and :meth:`parse_response` accepts
     any non-blank text. The parsed arguments and the prompt dict must be JSON
@@ -369,6 +372,11 @@ def _check_client_tool(tool: ClientTool | type[ClientTool], what: str) -> None:
         raise ToolDefinitionError(
             f"{what} needs parameters = a JSON schema of type object, e.g. {{'type': "
             "'object', 'properties': {'question': {'type': 'string'}}, 'required': ['question']}"
+        )
+    problem = schema_problem(parameters)
+    if problem is not None:
+        raise ToolDefinitionError(
+            f"{what} has parameters that are not a valid JSON schema: {problem}; fix the schema"
         )
 
 
