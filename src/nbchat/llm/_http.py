@@ -2,14 +2,21 @@
 
 Retries (connect errors, 429, 5xx) happen only before the first byte of an
 answer: once a stream has started, a failure is reported, never replayed.
+
+Servers echo what they were sent, headers included: every error that leaves a
+conversation with an endpoint goes through :func:`redacting`, which removes
+the API keys this process sent and anything shaped like a key or a bearer
+token, so no message, attribute, stored turn or pickle can carry one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
+import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import httpx
 
@@ -26,6 +33,19 @@ from ..errors import (
 
 _clients: dict[tuple[str, float, float], httpx.Client] = {}
 _clients_lock = threading.Lock()
+
+REDACTED = "[redacted]"
+# Keys shorter than this are placeholders ("ollama", "none"), and redacting
+# them would garble ordinary words in messages.
+_MIN_SECRET = 8
+_secrets: set[str] = set()
+_KEY_SHAPES = re.compile(
+    r"(?i)(?<=\bbearer )[^\s\"',;{}\[\]]{8,}"  # Authorization: Bearer <token>
+    r"|(?<=\bbasic )[A-Za-z0-9+/=]{8,}"  # Authorization: Basic <base64>
+    r"|\bsk-[A-Za-z0-9_\-]{6,}"  # OpenAI / Anthropic style keys
+    r"|(?<=api[-_]key=)[^\s&\"',;{}\[\]]+"  # ?api-key=… in a URL
+    r"|(?<=[\"']api[-_]key[\"']: [\"'])[^\"'\[\]]+"  # "api_key": "…" in JSON
+)
 
 
 def pooled_client(settings: Settings) -> httpx.Client:
@@ -48,8 +68,52 @@ def headers_for(settings: Settings) -> dict[str, str]:
     """Request headers; the key goes only into the Authorization header."""
     headers = {"Accept": "application/json, text/event-stream"}
     if settings.api_key:
+        remember_secret(settings.api_key)
         headers["Authorization"] = f"Bearer {settings.api_key}"
     return headers
+
+
+def remember_secret(secret: str) -> None:
+    """Have :func:`redact` remove ``secret`` from every server text from now on."""
+    if len(secret) >= _MIN_SECRET:
+        _secrets.add(secret)
+
+
+def redact(text: str) -> str:
+    """``text`` without the keys this process sent, nor anything shaped like a key."""
+    for secret in sorted(_secrets, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return _KEY_SHAPES.sub(REDACTED, text)
+
+
+@contextlib.contextmanager
+def redacting() -> Iterator[None]:
+    """Let no :class:`~nbchat.LLMError` out with a key in its message or attributes.
+
+    The redacted copy is raised without its chain: the original and the
+    foreign exception it came from may quote the server verbatim.
+    """
+    try:
+        yield
+    except LLMError as exc:
+        clean = _redacted(exc)
+        if clean is exc:
+            raise
+    else:
+        return
+    raise clean from None
+
+
+def _redacted(exc: LLMError) -> LLMError:
+    args = tuple(redact(a) if isinstance(a, str) else a for a in exc.args)
+    state = {k: redact(v) if isinstance(v, str) else v for k, v in vars(exc).items()}
+    if args == exc.args and state == vars(exc):
+        return exc
+    clean = type(exc).__new__(type(exc))
+    Exception.__init__(clean, *args)
+    vars(clean).update(state)
+    clean.__traceback__ = exc.__traceback__
+    return clean
 
 
 def send(
@@ -95,7 +159,7 @@ def send(
                 return response
             body = response.read()
             response.close()
-            error = _status_error(settings, response, detail(body), model)
+            error = _status_error(settings, response, redact(detail(body)), model)
             if not _retryable(response.status_code):
                 raise error
             delay = _retry_after(response) or _backoff(attempt)
@@ -135,7 +199,7 @@ def _status_error(
             retry_after=after,
         )
     return ServerError(
-        f"the model endpoint at {url} answered HTTP {status}: {detail or response.reason_phrase}",
+        f"the model endpoint at {url} answered HTTP {status}: {detail or redact(response.reason_phrase)}",
         url=url,
         status=status,
     )
@@ -156,5 +220,5 @@ def _backoff(attempt: int) -> float:
 
 
 def _reason(exc: Exception) -> str:
-    text = str(exc).strip()
+    text = redact(str(exc).strip())
     return text or type(exc).__name__

@@ -1,4 +1,8 @@
-"""LLMClient: models, streamed and whole chat replies, for any provider."""
+"""LLMClient: models, streamed and whole chat replies, for any provider.
+
+Every error raised while talking to the endpoint leaves through
+:func:`nbchat.llm._http.redacting`, so none quotes an API key back.
+"""
 
 from __future__ import annotations
 
@@ -37,12 +41,13 @@ class LLMClient:
 
     def list_models(self) -> list[str]:
         """The model names the endpoint offers."""
-        response = self._send("GET", self.provider.models_path)
-        try:
-            data = _json(response.read(), self.settings.base_url)
-        finally:
-            response.close()
-        self._models = self.provider.parse_models(data)
+        with _http.redacting():
+            response = self._send("GET", self.provider.models_path)
+            try:
+                data = _json(response.read(), self.settings.base_url)
+            finally:
+                response.close()
+            self._models = self.provider.parse_models(data)
         return list(self._models)
 
     def default_model(self) -> str:
@@ -75,13 +80,14 @@ class LLMClient:
     ) -> Iterator[ReplyEvent]:
         """Reply events for one chat request, as they arrive."""
         body = self.provider.chat_body(messages, model, tools, stream=True)
-        response = self._send("POST", self.provider.chat_path, body, model=model)
-        try:
-            chunks = _raw(response, self.settings.base_url)
-            yield from self.provider.decode_stream(chunks)
-            _drain(chunks)
-        finally:
-            response.close()
+        with _http.redacting():
+            response = self._send("POST", self.provider.chat_path, body, model=model)
+            try:
+                chunks = _raw(response, self.settings.base_url)
+                yield from self.provider.decode_stream(chunks)
+                _drain(chunks)
+            finally:
+                response.close()
 
     def complete(
         self,
@@ -92,12 +98,13 @@ class LLMClient:
     ) -> Reply:
         """One whole chat reply, without streaming."""
         body = self.provider.chat_body(messages, model, tools, stream=False)
-        response = self._send("POST", self.provider.chat_path, body, model=model)
-        try:
-            data = _json(response.read(), self.settings.base_url)
-        finally:
-            response.close()
-        return self.provider.parse_reply(data)
+        with _http.redacting():
+            response = self._send("POST", self.provider.chat_path, body, model=model)
+            try:
+                data = _json(response.read(), self.settings.base_url)
+            finally:
+                response.close()
+            return self.provider.parse_reply(data)
 
     def _send(
         self,
