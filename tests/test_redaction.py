@@ -38,7 +38,9 @@ def _assert_clean(error: BaseException) -> None:
 
 def test_a_server_that_echoes_the_key_in_a_500_does_not_leak_it(scripted_server, tmp_path):
     scripted_server.script(Reply(status=500, error_message=ECHO))
-    chat = Chat(base_url=scripted_server.url, api_key=SECRET, store=tmp_path, model="scripted-small")
+    chat = Chat(
+        base_url=scripted_server.url, api_key=SECRET, store=tmp_path, model="scripted-small"
+    )
     thread = chat.new_thread()
     with pytest.raises(ServerError) as caught:
         chat.ask(thread, "hello")

@@ -120,9 +120,9 @@ def _normalise(value: Any, schema: Any, check: Validator) -> Any:
                 return candidate
         return value
     kinds = _kinds(schema)
-    if isinstance(value, float) and value.is_integer() and "integer" in kinds:
-        if "number" not in kinds:
-            return int(value)
+    only_integers = "integer" in kinds and "number" not in kinds
+    if isinstance(value, float) and value.is_integer() and only_integers:
+        return int(value)
     if isinstance(value, list):
         prefix = schema.get("prefixItems") or []
         rest = schema.get("items")
@@ -142,9 +142,9 @@ def _normalise_object(value: dict[str, Any], schema: Schema, check: Validator) -
     normalised: dict[str, Any] = {}
     for key, item in value.items():
         sub = properties.get(key, extra)
-        if item is None and key in properties and key not in required:
-            if not _fits(None, sub, check):
-                continue
+        optional = key in properties and key not in required
+        if item is None and optional and not _fits(None, sub, check):
+            continue
         normalised[key] = _normalise(item, sub, check)
     return normalised
 
@@ -220,17 +220,17 @@ def _explain_choice(error: ValidationError, root: Any) -> list[tuple[tuple[int, 
     """An ``anyOf``/``oneOf`` miss: what is wrong inside the one arm of the right type, if
     only one has it (one bad item of a ``list | None``), else the choices in words."""
     path: Path = tuple(error.absolute_path)
-    arms = error.validator_value
-    value = error.instance
+    arms, value, here = error.validator_value, error.instance, _position(root, path)
+    choices = _expected(error.schema)
     if error.validator == "oneOf" and not error.context:
-        return [(_position(root, path), f"{_name(path)} fits more than one of {_expected(error.schema)}")]
+        return [(here, f"{_name(path)} fits more than one of {choices}")]
     fitting = [index for index, arm in enumerate(arms) if _fits_type(value, arm)]
     if len(fitting) == 1:
         inner = [e for e in error.context or () if e.relative_schema_path[0] == fitting[0]]
         explained = [item for e in _one_per_place(inner) for item in _explain(e, root)]
         if explained:
             return explained
-    return [(_position(root, path), f"{_name(path)} must be {_expected(error.schema)}, not {_describe(value)}")]
+    return [(here, f"{_name(path)} must be {choices}, not {_describe(value)}")]
 
 
 def _sentence(keyword: str, name: str, value: Any, limit: Any, error: ValidationError) -> str:
@@ -299,7 +299,7 @@ def _position(root: Any, path: Path) -> tuple[int, ...]:
         if isinstance(node, Mapping):
             keys = list(node)
             position.append(keys.index(part) if part in keys else -1)
-            node = node.get(part)  # type: ignore[call-overload]
+            node = node.get(part)
         elif isinstance(node, list) and isinstance(part, int):
             position.append(part)
             node = node[part] if part < len(node) else None

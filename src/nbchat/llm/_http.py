@@ -198,8 +198,9 @@ def _status_error(
             url=url,
             retry_after=after,
         )
+    said = detail or redact(response.reason_phrase)
     return ServerError(
-        f"the model endpoint at {url} answered HTTP {status}: {detail or redact(response.reason_phrase)}",
+        f"the model endpoint at {url} answered HTTP {status}: {said}",
         url=url,
         status=status,
     )
