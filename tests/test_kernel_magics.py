@@ -263,8 +263,11 @@ def test_interpolation(kernel: Kernel, server: ScriptedServer) -> None:
     assert asked(server)[-1].messages[-1]["content"] == (
         'How many is 42? In JSON {"rows": 42} not {missing}'
     )
-    assert run.stderr == ("nbchat: not defined here, sent as typed: {missing} "
-                          "(--no-interpolate sends all braces as typed)\n")
+    note = ("nbchat: not defined here, sent as typed: {missing} "
+            "(--no-interpolate sends all braces as typed)")
+    assert run.stderr == ""
+    assert run.outputs[0]["output_type"] == "display_data"
+    assert run.outputs[0]["data"]["text/plain"] == note
 
 
 def test_thread_commands_in_a_kernel(kernel: Kernel, server: ScriptedServer,
@@ -397,14 +400,22 @@ def test_the_fallback_notice_appears_once_in_the_cell(tmp_path: Path) -> None:
         first = fresh.run("%chat What is 2+2?", interactive=False)
         second = fresh.run("%chat What is 3+3?", interactive=False)
     assert first.status == "ok", first.text()
-    assert first.stderr == (
-        "nbchat: no model endpoint configured; answering with the offline demo model "
-        "(canned answers). To connect a real model with: %env "
-        "NBCHAT_BASE_URL=https://api.openai.com/v1 (and NBCHAT_API_KEY=...)\n"
+    # A calm note in the cell, not red stderr: one dimmed line with a plain-text twin.
+    assert (first.stderr, first.stdout) == ("", "")
+    note, answer = first.outputs
+    assert note["output_type"] == "display_data"
+    assert note["data"]["text/plain"] == (
+        "nbchat: no endpoint configured, so the offline demo model answers; connect a real "
+        "model with %env NBCHAT_BASE_URL=https://api.openai.com/v1 and NBCHAT_API_KEY=..."
     )
-    assert first.outputs[-1]["data"]["text/plain"] == "2 + 2 = 4."
+    assert note["data"]["text/markdown"] == (
+        "<small>nbchat: no endpoint configured, so the offline demo model answers; connect a "
+        "real model with `%env NBCHAT_BASE_URL=https://api.openai.com/v1` and "
+        "NBCHAT\\_API\\_KEY=...</small>"
+    )
+    assert answer["data"]["text/plain"] == "2 + 2 = 4."
     assert (second.status, second.stderr) == ("ok", "")
-    assert second.outputs[-1]["data"]["text/plain"] == "3 + 3 = 6."
+    assert [o["data"]["text/plain"] for o in second.outputs] == ["3 + 3 = 6."]
 
 
 @pytest.fixture(scope="module")

@@ -24,12 +24,11 @@ import httpx
 import pytest
 
 import nbchat
-from nbchat import _fallback
 from nbchat.config import CONNECT_HINT, ENV_LOCAL_MODEL, OLLAMA_DEFAULT_URL, Settings, resolve
 from nbchat.errors import ConfigError, LLMConnectError
 from nbchat.events import ReplyFinished, TextDelta, ToolCall, ToolCallRequested, UsageReported
 from nbchat.history import ChatHistory
-from nbchat.llm import LLMClient, local
+from nbchat.llm import LLMClient, discovery, local
 from nbchat.llm.openai import OpenAIProvider
 
 pytestmark = pytest.mark.local
@@ -75,9 +74,9 @@ def started(runtime_dir: Path) -> local.LocalServer:
 def _environment(monkeypatch: pytest.MonkeyPatch, runtime_dir: Path) -> Iterator[None]:
     _isolate(monkeypatch, runtime_dir)
     monkeypatch.setenv("NBCHAT_STORE", str(runtime_dir / "store"))
-    _fallback.reset_fallback_endpoint()
+    discovery.reset_fallback_endpoint()
     yield
-    _fallback.reset_fallback_endpoint()
+    discovery.reset_fallback_endpoint()
 
 
 @pytest.fixture
@@ -386,12 +385,12 @@ def no_ollama() -> None:
     pytest.fail("an Ollama answers on 127.0.0.1:11434 and comes first; stop it to run this test")
 
 
-def test_resolve_falls_back_to_the_local_model(no_ollama, server: local.LocalServer, capsys):
-    settings = resolve()
+def test_discovery_falls_back_to_the_local_model(no_ollama, server: local.LocalServer, capsys):
+    settings = discovery.locate(resolve())
     assert (settings.base_url, settings.provider, settings.model, settings.origin) == (
         server.url, "openai", "smollm2", "local",
     )  # fmt: skip
-    assert resolve() == settings
+    assert discovery.locate(resolve()) == settings
     err = capsys.readouterr().err
     assert err.count("nbchat:") == 1  # announced once
     assert "local model smollm2" in err and CONNECT_HINT in err
@@ -411,17 +410,33 @@ def test_the_quick_start_path_answers_with_the_local_model(no_ollama, server, ca
     assert "local model smollm2" in capsys.readouterr().err
 
 
-def test_resolve_reports_a_misnamed_local_model(no_ollama, monkeypatch, tmp_path: Path):
+def test_a_killed_local_server_is_found_again_on_the_next_question(
+    no_ollama, server: local.LocalServer, tmp_path: Path
+):
+    chat = nbchat.Chat(store=tmp_path / "store")
+    thread = chat.new_thread(system="Answer briefly.")
+    assert chat.ask(thread, SHORT_QUESTION).text.strip()
+    assert chat.llm.settings.base_url == server.url
+    os.kill(server.pid, signal.SIGKILL)
+    _wait_until_gone()
+    again = chat.ask(thread, SHORT_QUESTION)
+    assert again.status == "complete" and again.text.strip()
+    replacement = local.find_local_server()
+    assert replacement is not None and replacement.pid != server.pid
+    assert chat.llm.settings.base_url == replacement.url
+
+
+def test_discovery_reports_a_misnamed_local_model(no_ollama, monkeypatch, tmp_path: Path):
     monkeypatch.setenv(ENV_LOCAL_MODEL, str(tmp_path / "nowhere.gguf"))
     with pytest.raises(ConfigError, match="nowhere.gguf"):
-        resolve()
+        discovery.locate(resolve())
 
 
-def test_resolve_skips_a_local_model_that_cannot_start(no_ollama, monkeypatch, tmp_path, capsys):
+def test_discovery_skips_a_local_model_that_cannot_start(no_ollama, monkeypatch, tmp_path, capsys):
     bogus = tmp_path / "bogus.gguf"
     bogus.write_bytes(b"not a gguf file\n" * 64)
     monkeypatch.setenv(ENV_LOCAL_MODEL, str(bogus))
-    settings = resolve()
+    settings = discovery.locate(resolve())
     assert settings.origin == "demo"
     err = capsys.readouterr().err
     assert "the local model could not start" in err and "offline demo model" in err

@@ -211,7 +211,7 @@ class _Engine:
             store=store,
             user=user,
         )
-        self.settings: Settings = resolve(**self._explicit, discover=False)  # type: ignore[arg-type]
+        self.settings: Settings = resolve(**self._explicit)  # type: ignore[arg-type]
         self.toolbox = Toolbox([*(BUILTIN_CLIENT_TOOLS if builtin_tools else ()), *tools])
         self.permissions = frozenset(permissions)
         self.max_tool_rounds = max_tool_rounds
@@ -221,9 +221,8 @@ class _Engine:
     def llm(self) -> LLMClient:
         """The endpoint client, resolved on first use (this may start the demo model)."""
         if self._llm is None:
-            settings = resolve(**self._explicit)  # type: ignore[arg-type]
-            self.settings = settings
-            self._llm = LLMClient(settings)
+            self._llm = LLMClient(resolve(**self._explicit))  # type: ignore[arg-type]
+            self.settings = self._llm.settings
         return self._llm
 
     def list_models(self) -> list[str]:

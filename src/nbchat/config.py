@@ -2,11 +2,10 @@
 
 Precedence, highest first: explicit arguments (``Chat(model=...)``, magic
 options, ``%config ChatMagics.*``, which the magics pass as explicit) >
-``NBCHAT_*`` environment variables > defaults. With no endpoint configured
-anywhere, :func:`resolve` falls back to a local Ollama if one answers within a
-moment, else to the local model (``nbchat[local]``; ``NBCHAT_LOCAL_MODEL=off``
-skips it), else to the bundled offline demo model, and says so once per
-process. ``NBCHAT_BASE_URL=demo`` asks for the demo model on purpose.
+``NBCHAT_*`` environment variables > defaults. Resolving settings never
+touches the network: with no endpoint configured, ``base_url`` stays empty
+and the LLM client finds one (:mod:`nbchat.llm.discovery`);
+``NBCHAT_BASE_URL=demo`` asks for the offline demo model on purpose.
 """
 
 from __future__ import annotations
@@ -42,8 +41,8 @@ PROVIDERS: tuple[str, ...] = ("openai", "ollama")
 OLLAMA_DEFAULT_URL = "http://127.0.0.1:11434"
 DEMO_MODEL = "nbchat-demo"
 CONNECT_HINT = (
-    "connect a real model with: "
-    "%env NBCHAT_BASE_URL=https://api.openai.com/v1 (and NBCHAT_API_KEY=...)"
+    "connect a real model with %env NBCHAT_BASE_URL=https://api.openai.com/v1 "
+    "and NBCHAT_API_KEY=..."
 )
 
 
@@ -135,13 +134,11 @@ def resolve(
     store: str | os.PathLike[str] | None = None,
     user: str | None = None,
     history_limit: int | None = None,
-    discover: bool = True,
 ) -> Settings:
     """Settings from explicit arguments, then ``NBCHAT_*`` variables, then defaults.
 
-    With no endpoint anywhere and ``discover`` true, look for a local Ollama,
-    then the local model, then start the offline demo model (announced once on
-    stderr).
+    With no endpoint anywhere, ``base_url`` is empty: the LLM client then
+    finds one (a local Ollama, the local model, the offline demo model).
     """
     env = os.environ
     url = base_url or env.get(ENV_BASE_URL, "").strip() or None
@@ -152,7 +149,7 @@ def resolve(
             f"unknown provider {chosen_provider!r} (from {ENV_PROVIDER} or the provider "
             f"argument); use one of: {', '.join(PROVIDERS)}"
         )
-    settings = Settings(
+    return Settings(
         base_url=url or "",
         provider=(chosen_provider or (guess_provider(url) if url else "openai")),  # type: ignore[arg-type]
         model=model or env.get(ENV_MODEL, "").strip() or None,
@@ -164,15 +161,6 @@ def resolve(
         if history_limit is not None
         else parse_history_limit(env.get(ENV_HISTORY_LIMIT)),
     )
-    if url == DEMO_URL:
-        from ._fallback import demo_endpoint
-
-        return demo_endpoint(settings)
-    if url or not discover:
-        return settings
-    from ._fallback import find_fallback_endpoint
-
-    return find_fallback_endpoint(settings)
 
 
 def _resolve_key(explicit: str | None) -> tuple[str | None, str]:

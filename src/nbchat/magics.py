@@ -23,7 +23,9 @@ from IPython.display import display
 from traitlets import Bool, Float, List, Unicode
 
 from ._interpolate import interpolate, resolve
+from ._jupyter_notes import show_note
 from ._magic_syntax import protect_chat_questions, split_options
+from ._notices import notify, set_notifier
 from .errors import NbchatError
 from .render import Mode, RenderResult, TurnRenderer, detect_mode, execution_marker
 
@@ -276,8 +278,8 @@ class ChatMagics(Magics):
         done = interpolate(text, self.shell.user_ns if self.shell is not None else {})
         if done.unresolved:
             names = ", ".join(done.unresolved)
-            print(f"nbchat: not defined here, sent as typed: {names} "
-                  f"(--no-interpolate sends all braces as typed)", file=sys.stderr)
+            notify(f"not defined here, sent as typed: {names} "
+                   f"(--no-interpolate sends all braces as typed)")
         return done.text
 
     def _thread_for(self, opts: Any) -> int:
@@ -322,7 +324,7 @@ class ChatMagics(Magics):
     def _code_to_next_cell(self, text: str) -> None:
         match = _FENCE.search(text)
         if match is None:
-            print("nbchat: the answer has no code block; no cell added", file=sys.stderr)
+            notify("the answer has no code block; no cell added")
         elif self.shell is not None:
             self.shell.set_next_input(match.group(1).rstrip("\n"), replace=False)
 
@@ -441,6 +443,7 @@ def load(ipython: Any) -> None:
     name = protect_chat_questions.__name__
     cleanup[:] = [t for t in cleanup if getattr(t, "__name__", "") != name]
     cleanup.append(protect_chat_questions)
+    set_notifier(show_note)
 
 
 def unload(ipython: Any) -> None:
@@ -455,6 +458,7 @@ def unload(ipython: Any) -> None:
                 ipython.configurables.remove(magics)
     cleanup = ipython.input_transformers_cleanup
     cleanup[:] = [t for t in cleanup if t is not protect_chat_questions]
+    set_notifier(None)
 
 
 def _echoed(shell: Any) -> bool:

@@ -13,9 +13,16 @@ from typing import Any
 import httpx
 
 from ..config import Settings
-from ..errors import LLMError, LLMTimeout, MalformedStream, ModelNotFound, StreamCutOff
+from ..errors import (
+    LLMConnectError,
+    LLMError,
+    LLMTimeout,
+    MalformedStream,
+    ModelNotFound,
+    StreamCutOff,
+)
 from ..events import ReplyEvent
-from . import _http
+from . import _http, discovery
 from ._protocol import Provider, Reply
 from .ollama import OllamaProvider
 from .openai import OpenAIProvider
@@ -29,11 +36,17 @@ class LLMClient:
 
     ``stream()`` is a generator of reply events; closing it early (``break``,
     an exception, KeyboardInterrupt) closes the HTTP response at once.
+
+    Settings without an endpoint (``base_url`` empty, or ``demo``) are pointed
+    at one by :mod:`nbchat.llm.discovery` when the client is made: this may
+    start the local model or the demo model. If an endpoint found that way
+    stops answering, the request looks again once before failing.
     """
 
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.provider: Provider = PROVIDERS[settings.provider]()
+        self.wanted = settings
+        self.settings = discovery.locate(settings)
+        self.provider: Provider = PROVIDERS[self.settings.provider]()
         self._models: list[str] | None = None
 
     def __repr__(self) -> str:
@@ -114,6 +127,16 @@ class LLMClient:
         *,
         model: str | None = None,
     ) -> httpx.Response:
+        try:
+            return self._send_once(method, path, body, model)
+        except LLMConnectError:
+            if not self._relocate():
+                raise
+        return self._send_once(method, path, body, model)
+
+    def _send_once(
+        self, method: str, path: str, body: dict[str, Any] | None, model: str | None
+    ) -> httpx.Response:
         settings = self.settings
         request = _http.pooled_client(settings).build_request(
             method,
@@ -127,6 +150,15 @@ class LLMClient:
             return _http.send(settings, request, detail=self.provider.error_detail, model=model)
         except ModelNotFound as exc:
             raise self._with_available(exc) from None
+
+    def _relocate(self) -> bool:
+        """Point at a newly found endpoint if the discovered one died; whether it did."""
+        found = discovery.rediscover(self.wanted, self.settings)
+        if found is None:
+            return False
+        self.settings, self._models = found, None
+        self.provider = PROVIDERS[found.provider]()
+        return True
 
     def _with_available(self, exc: ModelNotFound) -> ModelNotFound:
         try:

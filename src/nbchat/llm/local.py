@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 
 from filelock import FileLock, Timeout
 
+from .._notices import notify
 from ..config import ENV_JUPYTER_RUNTIME_DIR, ENV_LOCAL_MODEL, LOCAL_MODEL_OFF, jupyter_runtime_dir
 from ..errors import ConfigError, LLMConnectError
 
@@ -470,10 +471,7 @@ def _announce_start(alias: str, port: int, log_path: Path) -> None:
     if _announced:
         return
     _announced = True
-    print(
-        f"nbchat: starting the local model {alias} (llama.cpp on {HOST}:{port}); "
-        f"it is shared by this machine's kernels and keeps running after this one. "
-        f"Log: {log_path}",
-        file=sys.stderr,
-        flush=True,
+    notify(
+        f"starting the local model {alias} on {HOST}:{port}, shared by this machine's "
+        f"kernels (log: {log_path})"
     )
