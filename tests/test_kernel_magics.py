@@ -243,6 +243,28 @@ def test_a_refused_key_is_one_line_and_the_key_is_never_shown(kernel: Kernel) ->
     assert "planted" not in json.dumps(run.reply)
 
 
+def test_an_api_key_in_config_is_refused_in_one_line_and_kept_nowhere(kernel: Kernel) -> None:
+    key = "sk-planted-config-key-0123456789"
+    run = kernel.run(f"%config ChatMagics.api_key = {key!r}")
+    assert run.status == "ok" and not run.of_type("error")
+    assert [line for line in run.stderr.splitlines() if line] == [
+        "UsageError: ChatMagics.api_key is not a setting, and the value was discarded; set the "
+        "NBCHAT_API_KEY environment variable instead (best before starting Jupyter)"
+    ]
+    assert (run.stdout, run.outputs[1:]) == ("", [])
+    shown = kernel.ok("%config ChatMagics")
+    assert "ChatMagics.api_key" in shown.stdout and "NBCHAT_API_KEY" in shown.stdout
+    probe = kernel.ok(
+        "ip = get_ipython()\n"
+        "print(sorted({repr(c.config) for c in (ip, *ip.configurables)}).__repr__().count('sk-'),"
+        " any('api_key' in c.config['ChatMagics'] for c in (ip, *ip.configurables)),"
+        " ip.run_line_magic('config', 'ChatMagics.api_key'))"
+    )
+    assert probe.stdout == "0 False None\n"
+    for message in (*run.messages, *shown.messages, *probe.messages):
+        assert "planted" not in json.dumps(message, default=str)
+
+
 def test_a_failed_stream_keeps_the_partial_text_and_says_why(kernel: Kernel,
                                                               server: ScriptedServer) -> None:
     server.script(Reply(tokens=50, cut_after=5, when=not_title))

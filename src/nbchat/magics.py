@@ -20,7 +20,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, argument_group, magic_arguments
 from IPython.display import display
-from traitlets import Bool, Float, List, Unicode
+from traitlets import Bool, Float, List, Unicode, validate
 
 from ._interpolate import interpolate, resolve
 from ._jupyter_notes import show_note
@@ -41,6 +41,10 @@ ERROR_PROMPT = (
     "wrong and how to fix it.\n\n```\n{traceback}\n```"
 )
 MAX_TRACEBACK_CHARS = 8000
+API_KEY_REFUSED = (
+    "ChatMagics.api_key is not a setting, and the value was discarded; set the "
+    "NBCHAT_API_KEY environment variable instead (best before starting Jupyter)"
+)
 _FENCE = re.compile(r"^```[^\n`]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
@@ -71,9 +75,20 @@ class ChatMagics(Magics):
     permissions = List(
         Unicode(), help="Permissions the current user has, for client tools' requirements."
     ).tag(config=True)
+    api_key = Unicode(
+        None, allow_none=True, help="Refused: set the NBCHAT_API_KEY environment variable."
+    ).tag(config=True)
     max_updates_per_second = Float(
         10.0, help="At most this many live display updates a second (fewer for long answers)."
     ).tag(config=True)
+
+    @validate("api_key")
+    def _validate_api_key(self, proposal: Any) -> None:
+        """Refuse a key in %config at once; it is never kept, here or in any config."""
+        if proposal["value"] is not None:
+            print(f"UsageError: {API_KEY_REFUSED}", file=sys.stderr)
+            _forget_config_key(self.shell)
+        return None
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
@@ -459,6 +474,25 @@ def unload(ipython: Any) -> None:
     cleanup = ipython.input_transformers_cleanup
     cleanup[:] = [t for t in cleanup if t is not protect_chat_questions]
     set_notifier(None)
+
+
+def _forget_config_key(shell: Any) -> None:
+    """Drop ``ChatMagics.api_key`` from every configurable's config once the cell has run.
+
+    ``%config`` merges the whole statement into each configurable after this
+    class has refused it, so the copies can only be removed afterwards.
+    """
+    if shell is None:
+        return
+
+    def forget(*_: Any) -> None:
+        for owner in (shell, *shell.configurables):
+            section = owner.config.get("ChatMagics")
+            if section is not None:
+                section.pop("api_key", None)
+        shell.events.unregister("post_run_cell", forget)
+
+    shell.events.register("post_run_cell", forget)
 
 
 def _echoed(shell: Any) -> bool:
