@@ -21,6 +21,7 @@ from nbchat.config import ENV_LIVE
 from nbchat.events import (
     TextDelta,
     ToolCall,
+    ToolCallAbandoned,
     ToolCallPending,
     ToolCallRequested,
     ToolResult,
@@ -410,3 +411,13 @@ def test_the_mode_without_a_kernel_is_text(monkeypatch: pytest.MonkeyPatch) -> N
 def test_an_unknown_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="mode must be one of live, final, text"):
         TurnRenderer(mode="fast")  # type: ignore[arg-type]
+
+
+def test_a_closed_waiting_call_is_named_in_the_cell() -> None:
+    waiting = PendingCall(3, 0, "call_2", "choose", {}, Prompt("choice", "Which?", ("a", "b")))
+    events = [ToolCallAbandoned(waiting), *turn("Sure.")]
+    with capture_output() as cap:
+        render_turn(events, mode="final")
+    assert cap.outputs[-1].data["text/markdown"] == (
+        "🔧 `choose` closed unanswered (a new question was asked)\n\nSure."
+    )

@@ -27,6 +27,7 @@ from typing import Any
 from ._turn import NullRecorder, TurnSpec, run_turn
 from .config import Settings, resolve
 from .errors import (
+    AlreadyAnswered,
     InputError,
     InvalidToolArguments,
     NbchatError,
@@ -490,15 +491,16 @@ class Chat(_Engine):
     def pending_calls(self, thread_id: int | None = None) -> list[PendingCall]:
         """Client-tool calls waiting for an answer, in one thread or in all of them.
 
-        Over all threads, a thread that cannot be read is left out (asking
-        for it by id raises the store's error).
+        Stored calls are checked against their tool's schema: a damaged one
+        raises StoreCorrupt for its thread, and over all threads a thread that
+        cannot be read is left out, so the healthy ones still work.
         """
         if thread_id is not None:
-            return _waiting(self.store.get(thread_id))
+            return self._waiting(self.store.get(thread_id))
         calls: list[PendingCall] = []
         for info in self.store.threads():
             try:
-                calls += _waiting(self.store.get(info.id))
+                calls += self._waiting(self.store.get(info.id))
             except StoreCorrupt:
                 continue
         return calls
@@ -579,6 +581,14 @@ class Chat(_Engine):
                 self._titles.start(self, thread.id)
             yield event
 
+    def _waiting(self, thread: Thread) -> list[PendingCall]:
+        calls = _waiting(thread)
+        for call in calls:
+            tool = self.toolbox.get(call.tool) if call.tool in self.toolbox else None
+            if isinstance(tool, ClientTool):
+                self._check_stored_call(thread, call, tool)
+        return calls
+
     def _check_stored_call(self, thread: Thread, call: PendingCall, tool: ClientTool) -> None:
         """A stored call's arguments must still be what the tool accepts (files get edited)."""
         try:
@@ -621,19 +631,26 @@ class Chat(_Engine):
         return list(turn.pending)
 
     def _find_pending(self, thread: Thread, call_id: str | None) -> PendingCall:
-        calls = self.pending_calls(thread.id)
+        calls = _waiting(thread)
+        if call_id is not None:
+            calls = [call for call in calls if call.call_id == call_id] or calls
+        if len(calls) == 1 and (call_id is None or calls[0].call_id == call_id):
+            return calls[0]
+        if calls and call_id is None:
+            ids = ", ".join(c.call_id for c in calls)
+            raise NoPendingCall(
+                f"thread {thread.id} has {len(calls)} calls waiting ({ids}); say which one"
+            )
+        done = _answered(thread, call_id)
+        if done is not None:
+            raise AlreadyAnswered(
+                f"already answered: {done.question or done.tool!r} in thread {thread.id} "
+                f"was answered ({done.shown}); nothing was sent again",
+                thread_id=thread.id,
+                call_id=done.call_id,
+            )
         if not calls:
             raise NoPendingCall(f"thread {thread.id} has no client-tool call waiting for an answer")
-        if call_id is None:
-            if len(calls) > 1:
-                ids = ", ".join(c.call_id for c in calls)
-                raise NoPendingCall(
-                    f"thread {thread.id} has {len(calls)} calls waiting ({ids}); say which one"
-                )
-            return calls[0]
-        for call in calls:
-            if call.call_id == call_id:
-                return call
         ids = ", ".join(c.call_id for c in calls)
         raise NoPendingCall(f"no pending call {call_id!r} in thread {thread.id}; waiting: {ids}")
 
@@ -700,6 +717,13 @@ def _closed(turn: Turn) -> list[dict[str, Any]]:
     ):
         messages.append({"role": "assistant", "content": turn.answer})
     return messages
+
+
+def _answered(thread: Thread, call_id: str | None) -> AnsweredCall | None:
+    """The last turn's answered call (that one, or the latest), if any."""
+    answered = thread.turns[-1].answered if thread.turns else []
+    matching = [done for done in answered if call_id is None or done.call_id == call_id]
+    return matching[-1] if matching else None
 
 
 def _waiting(thread: Thread) -> list[PendingCall]:
