@@ -457,6 +457,10 @@ class Chat(_Engine):
         What the person answered to client tools in that turn is kept and sent
         again: the turn goes on from its last answered tool call.
         """
+        return self.iter_retry(thread_id).result()
+
+    def iter_retry(self, thread_id: int) -> TurnStream:
+        """:meth:`retry` as a stream of events."""
         thread = self.store.get(thread_id)
         if not thread.turns or thread.turns[-1].status not in ("failed", "interrupted"):
             raise InputError(f"the last turn of thread {thread_id} did not fail; nothing to retry")
@@ -470,7 +474,7 @@ class Chat(_Engine):
         history.chat_as_user(thread.turns[last].query)
         model = thread.turns[last].model or thread.model
         events = self._run(thread, last, history.messages, model, messages=messages, text=text)
-        return TurnStream(events).result()
+        return TurnStream(events)
 
     def ask_with_history(
         self, question: str, history: ChatHistory, model: str | None = None, *, update: bool = False
