@@ -63,9 +63,10 @@ def _ask(kernel: Kernel) -> tuple[float, int]:
     finals: list[tuple[float, dict[str, Any]]] = []
 
     def watch(message: dict[str, Any], _: Kernel) -> None:
-        if message["header"]["msg_type"] in ("display_data", "update_display_data"):
-            if message["content"].get("metadata", {}).get("nbchat"):
-                finals.append((time.perf_counter(), message))
+        kind = message["header"]["msg_type"]
+        final = message["content"].get("metadata", {}).get("nbchat")
+        if kind in ("display_data", "update_display_data") and final:
+            finals.append((time.perf_counter(), message))
 
     kernel.ok("%chat -n bench: what is 2+2?", on_message=watch)
     idle = time.perf_counter()

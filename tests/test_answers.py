@@ -204,3 +204,19 @@ def test_records_read_back_are_typed() -> None:
     assert PendingCall.from_dict(2, 0, call.to_dict()) == call
     assert call.question == "Q? (one of: a)"
     assert Prompt.from_dict({"kind": "text", "question": "x", "hint": 1}).extra == {"hint": 1}
+
+
+def test_show_and_export_tell_what_the_person_answered(
+    scripted_server: ScriptedServer, tmp_path: Path
+) -> None:
+    from nbchat._views import thread_markdown, thread_notebook
+
+    scripted_server.script(
+        Reply("Let me ask.", when="colour", tool_calls=[CHOOSE]),
+        Reply("Green it is.", after_tool="choose"),
+    )
+    chat = suspended_thread(scripted_server, tmp_path)
+    chat.answer_tool_call(1, "2")  # the option's number: the answer is the option
+    expected = "Let me ask.\n\n> *Which colour?* → **green**\n\nGreen it is."
+    assert expected in thread_markdown(chat.store.get(1))
+    assert thread_notebook(chat.store.get(1))["cells"][2]["source"] == expected

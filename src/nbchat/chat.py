@@ -43,6 +43,7 @@ from .events import (
     ToolResult,
     TurnFailed,
     TurnFinished,
+    TurnStarted,
     Usage,
 )
 from .history import ChatHistory
@@ -61,11 +62,18 @@ TITLE_REQUEST = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass
 class Answer:
-    """The outcome of a turn: its text and where it lives. ``str(answer)`` is the text."""
+    """One turn: iterable while it streams (its events), then what it came to.
 
-    text: str
+    ``chat.iter_ask(…)`` returns one still streaming: iterating yields the
+    turn's events and keeps ``text``, ``status``, ``pending``, ``usage`` up to
+    date; ``result()`` streams what is left and returns the same object (or
+    raises the failed turn's error). ``ask(…)`` returns it finished.
+    ``str(answer)`` is the text.
+    """
+
+    text: str = ""
     thread_id: int | None = None
     turn: int = 0
     status: str = "complete"
@@ -73,58 +81,70 @@ class Answer:
     usage: Usage | None = None
     elapsed: float = 0.0
     pending: tuple[PendingCall, ...] = ()
+    error: NbchatError | None = field(default=None, compare=False)
+    events: Iterator[Event] | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def streaming(cls, events: Iterator[Event]) -> Answer:
+        """An Answer that fills in as ``events`` are iterated."""
+        return cls(status="streaming", events=events)
+
+    @property
+    def is_done(self) -> bool:
+        return self.status != "streaming"
+
+    def __iter__(self) -> Iterator[Event]:
+        events, self.events = self.events, None
+        if events is None:
+            return
+        try:
+            for event in events:
+                self._note(event)
+                yield event
+        finally:
+            if self.status == "streaming":
+                self.status = "interrupted"
+
+    def result(self) -> Answer:
+        """Stream what is left; this Answer, or the failed turn's error raised."""
+        for _ in self:
+            pass
+        if self.error is not None:
+            raise self.error
+        if self.status == "interrupted":
+            raise TurnInterrupted("the turn ended before it finished", thread_id=self.thread_id,
+                                  partial=self.text)
+        return self
+
+    def close(self) -> None:
+        """Stop the turn (the engine records it as interrupted)."""
+        close = getattr(self.events, "close", None)
+        if close is not None:
+            close()
+
+    def _note(self, event: Event) -> None:
+        kind = type(event)
+        if kind is TextDelta:
+            self.text += event.text  # type: ignore[union-attr]
+        elif kind is TurnStarted:
+            self.thread_id, self.turn, self.model = (
+                event.thread_id, event.turn, event.model)  # type: ignore[union-attr]
+        elif kind is ToolCallPending:
+            self.pending += (event.pending,)  # type: ignore[union-attr]
+        elif kind is TurnFinished:
+            assert isinstance(event, TurnFinished)
+            self.text, self.status, self.usage = event.text, event.status, event.usage
+            self.thread_id, self.turn = event.thread_id, event.turn
+            self.model, self.elapsed = event.model or self.model, event.elapsed
+        elif kind is TurnFailed:
+            assert isinstance(event, TurnFailed)
+            self.text, self.status, self.error = event.text, "failed", event.error
 
     def __str__(self) -> str:
         return self.text
 
     def _repr_markdown_(self) -> str:
         return self.text
-
-
-@dataclass
-class TurnStream:
-    """An iterable turn that remembers what it saw: text, final status, pending calls."""
-
-    events: Iterator[Event]
-    seen: list[Event] = field(default_factory=list)
-
-    def __iter__(self) -> Iterator[Event]:
-        for event in self.events:
-            self.seen.append(event)
-            yield event
-
-    def close(self) -> None:
-        close = getattr(self.events, "close", None)
-        if close is not None:
-            close()
-
-    def result(self) -> Answer:
-        """Consume what is left; the Answer, or the turn's error raised."""
-        for _ in self:
-            pass
-        return answer_from(self.seen)
-
-
-def answer_from(events: Iterable[Event]) -> Answer:
-    """The Answer a finished event list describes; raises the error of a failed turn."""
-    pending: list[PendingCall] = []
-    for event in events:
-        if isinstance(event, ToolCallPending):
-            pending.append(event.pending)
-        elif isinstance(event, TurnFailed):
-            raise event.error
-        elif isinstance(event, TurnFinished):
-            return Answer(
-                event.text,
-                event.thread_id,
-                event.turn,
-                event.status,
-                event.model,
-                event.usage,
-                event.elapsed,
-                tuple(pending),
-            )
-    raise TurnInterrupted("the turn ended before it finished")
 
 
 class ThreadRecorder:
@@ -275,7 +295,7 @@ class _Engine:
 
     def _history_turn(
         self, question: str, history: ChatHistory, model: str | None, update: bool
-    ) -> TurnStream:
+    ) -> Answer:
         _check_text(question, "question")
         if not isinstance(history, ChatHistory):
             raise InputError(
@@ -294,7 +314,7 @@ class _Engine:
             max_rounds=self.max_tool_rounds,
             suspendable=False,
         )
-        return TurnStream(run_turn(spec))
+        return Answer.streaming(run_turn(spec))
 
 
 class Chat(_Engine):
@@ -433,7 +453,7 @@ class Chat(_Engine):
         """Save the query, stream the answer, append it; the Answer (raises if the turn failed)."""
         return self.iter_ask(thread_id, query, model=model).result()
 
-    def iter_ask(self, thread_id: int, query: str, *, model: str | None = None) -> TurnStream:
+    def iter_ask(self, thread_id: int, query: str, *, model: str | None = None) -> Answer:
         """Like :meth:`ask`, as a stream of events. The query is saved before this returns.
 
         A client-tool call still waiting in the thread is closed first (the
@@ -448,7 +468,7 @@ class Chat(_Engine):
         history = self._thread_history(thread, upto=len(thread.turns))
         history.chat_as_user(query)
         events = self._run(thread, turn, history.messages, model)
-        return TurnStream(_chain([ToolCallAbandoned(call) for call in abandoned], events))
+        return Answer.streaming(_chain([ToolCallAbandoned(call) for call in abandoned], events))
 
     def retry(self, thread_id: int) -> Answer:
         """Ask the last query again when its turn failed or was interrupted.
@@ -458,7 +478,7 @@ class Chat(_Engine):
         """
         return self.iter_retry(thread_id).result()
 
-    def iter_retry(self, thread_id: int) -> TurnStream:
+    def iter_retry(self, thread_id: int) -> Answer:
         """:meth:`retry` as a stream of events."""
         thread = self.store.get(thread_id)
         if not thread.turns or thread.turns[-1].status not in ("failed", "interrupted"):
@@ -473,7 +493,7 @@ class Chat(_Engine):
         history.chat_as_user(thread.turns[last].query)
         model = thread.turns[last].model or thread.model
         events = self._run(thread, last, history.messages, model, messages=messages, text=text)
-        return TurnStream(events)
+        return Answer.streaming(events)
 
     def ask_with_history(
         self, question: str, history: ChatHistory, model: str | None = None, *, update: bool = False
@@ -486,7 +506,7 @@ class Chat(_Engine):
 
     def iter_ask_with_history(
         self, question: str, history: ChatHistory, model: str | None = None, *, update: bool = False
-    ) -> TurnStream:
+    ) -> Answer:
         """:meth:`ask_with_history` as a stream of events."""
         return self._history_turn(question, history, model, update)
 
@@ -516,7 +536,7 @@ class Chat(_Engine):
 
     def iter_answer_tool_call(
         self, thread_id: int, response: object, *, call_id: str | None = None
-    ) -> TurnStream:
+    ) -> Answer:
         """Check and record the answer now; stream the resumed turn.
 
         The answer is checked (requirements, ``parse_response``) and then
@@ -542,14 +562,14 @@ class Chat(_Engine):
         result = ToolResult(call.call, output)
         if turn.status == "suspended":
             finished = TurnFinished(thread_id, call.turn, turn.answer, "suspended", thread.model)
-            return TurnStream(iter([result, *map(ToolCallPending, turn.pending), finished]))
+            return Answer.streaming(iter([result, *map(ToolCallPending, turn.pending), finished]))
         history = self._thread_history(thread, upto=call.turn)
         history.chat_as_user(turn.query)
         events = self._run(
             thread, call.turn, history.messages, turn.model or thread.model,
             messages=turn.messages, text=turn.answer,
         )  # fmt: skip
-        return TurnStream(_chain([result], events))
+        return Answer.streaming(_chain([result], events))
 
     def wait_for_titles(self, timeout: float | None = None) -> bool:
         """Wait until the titles this Chat is generating are saved; False on timeout."""
