@@ -10,6 +10,7 @@ string ("2")``.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -32,8 +33,22 @@ def validator(schema: Schema) -> Validator:
     """A validator for ``schema`` (its ``$schema`` draft, 2020-12 when it names none).
 
     Raises :class:`jsonschema.exceptions.SchemaError` if the schema itself is
-    invalid.
+    invalid. Checking a schema costs milliseconds, so validators are kept per
+    schema text.
     """
+    try:
+        text = json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError):  # not JSON data: a broken schema, checked uncached
+        return _validator(schema)
+    return _cached_validator(text)
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_validator(text: str) -> Validator:
+    return _validator(json.loads(text))
+
+
+def _validator(schema: Schema) -> Validator:
     cls = validator_for(schema, default=Draft202012Validator)
     cls.check_schema(schema)
     return cls(schema, format_checker=_FORMATS)
