@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 import nbchat
 from nbchat.config import resolve
 from nbchat.errors import LLMConnectError
-from nbchat.llm import discovery
+from nbchat.llm import LLMClient, discovery
 from nbchat.testing import ScriptedServer, demo_server
 
 
@@ -72,3 +73,27 @@ def test_a_configured_endpoint_that_dies_is_not_replaced() -> None:
         llm.ask("again")
     assert llm.llm.settings.base_url == url
     assert resolve(base_url=url).origin == "configured"
+
+
+def test_requests_under_way_when_the_server_dies_all_follow_the_new_one() -> None:
+    # A title is asked in a thread of its own, beside the next question: both
+    # fail against the dead server, one looks again, the other must follow it.
+    client = LLMClient(resolve())
+    dead = demo_server()
+    dead.stop()
+    messages = [{"role": "user", "content": "What is 2+2?"}]
+    answers: list[object] = []
+
+    def ask() -> None:
+        try:
+            answers.append(client.complete(messages, model="nbchat-demo").text)
+        except LLMConnectError as exc:
+            answers.append(exc)
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert answers == ["2 + 2 = 4."] * 4
+    assert client.settings.base_url == demo_server().url

@@ -7,6 +7,7 @@ Every error raised while talking to the endpoint leaves through
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -48,6 +49,7 @@ class LLMClient:
         self.settings = discovery.locate(settings)
         self.provider: Provider = PROVIDERS[self.settings.provider]()
         self._models: list[str] | None = None
+        self._relocating = threading.Lock()
 
     def __repr__(self) -> str:
         return f"LLMClient({self.settings.provider}, {self.settings.base_url!r})"
@@ -127,17 +129,22 @@ class LLMClient:
         *,
         model: str | None = None,
     ) -> httpx.Response:
+        used = self.settings
         try:
-            return self._send_once(method, path, body, model)
+            return self._send_once(used, method, path, body, model)
         except LLMConnectError:
-            if not self._relocate():
+            if not self._relocate(used):
                 raise
-        return self._send_once(method, path, body, model)
+        return self._send_once(self.settings, method, path, body, model)
 
     def _send_once(
-        self, method: str, path: str, body: dict[str, Any] | None, model: str | None
+        self,
+        settings: Settings,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        model: str | None,
     ) -> httpx.Response:
-        settings = self.settings
         request = _http.pooled_client(settings).build_request(
             method,
             settings.base_url.rstrip("/") + path,
@@ -151,14 +158,21 @@ class LLMClient:
         except ModelNotFound as exc:
             raise self._with_available(exc) from None
 
-    def _relocate(self) -> bool:
-        """Point at a newly found endpoint if the discovered one died; whether it did."""
-        found = discovery.rediscover(self.wanted, self.settings)
-        if found is None:
-            return False
-        self.settings, self._models = found, None
-        self.provider = PROVIDERS[found.provider]()
-        return True
+    def _relocate(self, failed: Settings) -> bool:
+        """Point at a newly found endpoint if the discovered one died; whether it did.
+
+        Requests share the client (a title is asked in a thread of its own):
+        the first to see the endpoint gone looks again, the others follow it.
+        """
+        with self._relocating:
+            if self.settings is not failed:
+                return True
+            found = discovery.rediscover(self.wanted, failed)
+            if found is None:
+                return False
+            self.settings, self._models = found, None
+            self.provider = PROVIDERS[found.provider]()
+            return True
 
     def _with_available(self, exc: ModelNotFound) -> ModelNotFound:
         try:
