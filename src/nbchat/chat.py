@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._titles import clean_title
 from ._turn import NullRecorder, TurnSpec, run_turn
 from .config import Settings, resolve
 from .errors import InputError, NbchatError, NoPendingCall, TurnInterrupted
@@ -650,9 +651,4 @@ def _first_words(text: str, count: int = 5) -> str:
 
 
 def _clean_title(text: str) -> str:
-    line = next((part for part in text.strip().splitlines() if part.strip()), "")
-    line = re.sub(r"^(title\s*:\s*)", "", line.strip(), flags=re.IGNORECASE)
-    line = line.strip().strip("\"'“”‘’`*#").strip()
-    line = re.sub(r"[.!?,;:…]+$", "", line).strip().strip("\"'“”‘’`*").strip()
-    words = line.split()
-    return " ".join(words[:8])[:80]
+    return clean_title(text)

@@ -65,6 +65,13 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class ReasoningDelta:
+    """A piece of the model's reasoning ("thinking"), shown apart and never sent back."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class ToolCallRequested:
     """The LLM asked for a tool call (complete: its arguments are all there)."""
 
@@ -136,9 +143,10 @@ class TurnFailed:
     text: str = ""
 
 
-ReplyEvent = TextDelta | ToolCallRequested | UsageReported | ReplyFinished
+ReplyEvent = TextDelta | ReasoningDelta | ToolCallRequested | UsageReported | ReplyFinished
 Event = (
     TextDelta
+    | ReasoningDelta
     | ToolCallRequested
     | UsageReported
     | ReplyFinished
