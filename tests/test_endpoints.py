@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from nbchat import ChatHistory, Message
+from nbchat._endings import SentCall, cut_note, ending_of, prompt_budget, sendable_call
 from nbchat._titles import clean_title
 from nbchat.config import Settings, resolve
 from nbchat.errors import (
@@ -373,3 +374,44 @@ def test_a_local_model_setting_without_the_extra_says_install(tmp_path):
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
     )
     assert "pip install 'nbchat[local]'" in done.stdout, done.stdout + done.stderr
+
+
+# -- decisions between requests -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reason", "ending"),
+    [("stop", "complete"), ("tool_calls", "complete"), ("length", "length"), (None, "incomplete")],
+)
+def test_how_a_reply_ended(reason, ending):
+    assert ending_of(reason) == ending
+
+
+def test_the_note_under_a_cut_answer_names_the_limit_and_the_way_on():
+    assert cut_note("length", {"max_tokens": 300}) == (
+        "stopped at the 300-token limit — `%chat --continue` to go on"
+    )
+    assert "model's token limit" in cut_note("length", {})
+    assert "before the model said it was done" in cut_note("incomplete", {})
+    assert cut_note("complete", {"max_tokens": 300}) == ""
+
+
+def test_the_prompt_budget_leaves_room_for_the_answer_and_the_tools():
+    assert prompt_budget(4096, {"max_tokens": 300}) == int((4096 - 300) * 0.9)
+    assert prompt_budget(4096, {}) == int((4096 - 1024) * 0.9)
+    assert prompt_budget(2048, {}) == int((2048 - 512) * 0.9)
+    tools = [{"type": "function", "function": {"name": "f", "description": "x" * 1400}}]
+    assert prompt_budget(4096, {}, tools) < prompt_budget(4096, {}) - 200
+    assert prompt_budget(100, {"max_tokens": 500}) == 0
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [('{"city": "Par', "not valid JSON"), ("[1, 2]", "a JSON list, not an object")],
+)
+def test_a_malformed_tool_call_goes_back_well_formed_with_the_error(arguments, problem):
+    sent = sendable_call(ToolCall("c1", "get_weather", arguments))
+    assert sent.call == ToolCall("c1", "get_weather", "{}")
+    assert sent.error is not None and problem in sent.error and repr(arguments) in sent.error
+    good = ToolCall("c2", "get_weather", '{"city": "Paris"}')
+    assert sendable_call(good) == SentCall(good)
