@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .chat import LLM, Answer, Chat, PendingCall
+from .chat import LLM, Answer, Chat
 from .errors import (
+    AlreadyAnswered,
     AuthenticationError,
     ConfigError,
     ContextOverflow,
@@ -41,6 +42,7 @@ from .errors import (
     TurnInterrupted,
 )
 from .history import ChatHistory, Message
+from .records import AnsweredCall, PendingCall, Prompt
 from .store import ThreadStore
 from .tools import AskUser, Choose, ClientTool, Confirm, Requirement, ToolContext, tool
 
@@ -48,7 +50,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "LLM",
+    "AlreadyAnswered",
     "Answer",
+    "AnsweredCall",
     "AskUser",
     "AuthenticationError",
     "Chat",
@@ -72,6 +76,7 @@ __all__ = [
     "NoPendingCall",
     "OptionRejected",
     "PendingCall",
+    "Prompt",
     "RateLimited",
     "Requirement",
     "ServerError",
