@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .events import ToolCall
-from .history import estimate_tokens
+from .history import ChatHistory, estimate_tokens
 
 Ending = Literal["complete", "length", "incomplete"]
 COMPLETE_REASONS = frozenset({"stop", "tool_calls", "function_call", "end_turn", "eos"})
@@ -88,3 +88,46 @@ def sendable_call(call: ToolCall) -> SentCall:
         f"call it again with a JSON object that fits its parameters"
     )
     return SentCall(ToolCall(call.id, call.name, "{}"), error)
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """The messages of one request, and how many earlier turns they leave out."""
+
+    messages: list[dict[str, Any]]
+    dropped_turns: int = 0
+    context_size: int | None = None
+
+
+def fit_history(
+    history: ChatHistory,
+    context_size: int | None,
+    options: Mapping[str, Any],
+    tools: Sequence[Mapping[str, Any]] | None = None,
+) -> Fitted:
+    """``history`` (system prompt, earlier turns, the question) cut to the context's window."""
+    if not context_size:
+        return Fitted(history.messages)
+    window = history.window(prompt_budget(context_size, options, tools))
+    return Fitted(window.history.messages, window.dropped_turns, context_size)
+
+
+def refit_history(
+    history: ChatHistory,
+    sent: Sequence[Mapping[str, Any]],
+    context_size: int | None,
+    options: Mapping[str, Any],
+    tools: Sequence[Mapping[str, Any]] | None = None,
+) -> Fitted | None:
+    """A smaller window after the endpoint refused ``sent`` as too long; None if none is smaller.
+
+    At most half of what was sent, and within the context the endpoint named.
+    """
+    sent_tokens = sum(estimate_tokens(str(m.get("content") or "")) + 4 for m in sent)
+    budget = sent_tokens // 2
+    if context_size:
+        budget = min(budget, prompt_budget(context_size, options, tools))
+    window = history.window(budget)
+    if len(window.history.messages) >= len(sent):
+        return None
+    return Fitted(window.history.messages, window.dropped_turns, context_size)
