@@ -299,9 +299,11 @@ class ChatMagics(Magics):
         chat = self.chat
         options = _flag_options(opts)
         if opts.history is not None:
-            if opts.thread is not None or opts.new or opts.set or opts.builtin_tools:
-                raise UsageError("-H asks with a ChatHistory, not in a thread: drop -t/-n "
-                                 "(and --set, --builtin-tools)")
+            if opts.thread is not None or opts.new:
+                raise UsageError("-H asks with a ChatHistory, not in a thread: drop -t/-n")
+            if opts.set or opts.builtin_tools:
+                raise UsageError("-H asks with a ChatHistory: there is no thread to save "
+                                 "--set or --builtin-tools in; drop them")
             history = self._user_history(opts.history, opts.system)
             events = chat.iter_ask_with_history(
                 question, history, model=opts.model, options=options
