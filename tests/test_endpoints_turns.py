@@ -114,7 +114,8 @@ def test_an_answer_cut_at_the_token_limit_is_incomplete_and_says_so(chat, script
         "stopped at the 3-token limit — `%chat --continue` to go on",
     )
     turn = chat.store.get(thread).turns[0]
-    assert (turn.status, turn.finish_reason, turn.answer) == ("incomplete", "length", "One two three")
+    assert (turn.status, turn.finish_reason) == ("incomplete", "length")
+    assert turn.answer == "One two three"
 
 
 def test_a_stream_ending_without_a_finish_reason_is_incomplete(chat, scripted_server):
