@@ -2,8 +2,9 @@
 
 Small models wrap the title in preambles ("Here's a possible 3 to 5 word
 title:"), quotes and Markdown, answer with a sentence about the request, or go
-on past five words. :func:`clean_title` keeps the title or returns "" when what
-is left is not one, so the caller falls back to the question's first words.
+on past five words. :func:`clean_title` keeps the title (the 3–5 words asked
+for; two are accepted, a single word is not a title) or returns "" when what is
+left is not one, so the caller falls back to the question's first words.
 
 >>> clean_title("Here's a possible 3 to 5 word title:\\n\\n**Sorting Dicts By Value**")
 'Sorting Dicts By Value'
@@ -17,7 +18,7 @@ import re
 
 from .llm._think import split_think
 
-MIN_WORDS = 3
+MIN_WORDS = 2
 MAX_WORDS = 5
 MAX_CHARS = 80
 
@@ -33,7 +34,7 @@ _DANGLING = {"a", "an", "and", "by", "for", "in", "of", "on", "or", "the", "to",
 
 
 def clean_title(text: str) -> str:
-    """The title in a model's reply (3–5 words, no quotes or preamble), or "" if there is none."""
+    """The title in a model's reply (2–5 words, no quotes or preamble), or "" if there is none."""
     answer, _ = split_think(text)
     for line in answer.splitlines():
         candidate = _candidate(line)
