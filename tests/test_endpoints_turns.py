@@ -272,6 +272,13 @@ def test_builtin_tools_are_off_for_models_that_cannot_use_them(
     assert names == ["ask_user", "choose", "confirm"]
 
 
+def test_builtin_tools_are_off_for_the_bundled_local_model(tmp_path):
+    with ScriptedServer(models=["smollm2"]) as server:
+        chat = Chat(base_url=server.url, store=tmp_path, model="smollm2")
+        chat.ask(chat.new_thread(), "Hi")
+        assert "tools" not in server.chat_requests[0].body
+
+
 def test_builtin_tools_switch_per_session(scripted_server, tmp_path):
     chat = Chat(base_url=scripted_server.url, store=tmp_path, model="scripted-small",
                 builtin_tools=False)  # fmt: skip

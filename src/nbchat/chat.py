@@ -49,6 +49,7 @@ from .events import (
 )
 from .history import ChatHistory
 from .llm import LLMClient
+from .llm.local import BUNDLED_ALIAS
 from .options import TITLE_OPTIONS, Options, check_options, env_options, merge_options
 from .records import AnsweredCall, PendingCall
 from .store import Store, Thread, ThreadInfo, ThreadStore, Turn
@@ -299,7 +300,9 @@ class _Engine:
             builtin = self.builtin_tools
         if builtin is None:
             patterns = os.environ.get(ENV_TOOLLESS_MODELS, "").split(",")
-            toolless = any(fnmatch.fnmatch(model, p.strip()) for p in patterns if p.strip())
+            toolless = model == BUNDLED_ALIAS or any(
+                fnmatch.fnmatch(model, p.strip()) for p in patterns if p.strip()
+            )
             builtin = self.llm.settings.origin != "local" and not toolless
         return Toolbox([*(BUILTIN_CLIENT_TOOLS if builtin else ()), *self.user_tools])
 
