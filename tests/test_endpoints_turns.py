@@ -6,6 +6,9 @@ from the store; what a cell shows, from the renderer's outputs.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -343,3 +346,22 @@ def test_continue_without_a_thread_is_one_line(ip, scripted_server):
     result = ip.run_cell("%chat --continue")
     assert "no current thread to continue" in str(result.error_in_exec)
     assert scripted_server.requests == []
+
+
+def test_the_terminal_front_end_takes_options_and_shows_thinking_and_the_cut(
+    scripted_server, tmp_path
+):
+    scripted_server.script(
+        Reply("One two three", reasoning="Counting.", finish_reason="length")
+    )
+    env = {**os.environ, "NBCHAT_BASE_URL": scripted_server.url, "NBCHAT_MODEL": "scripted-small",
+           "NBCHAT_STORE": str(tmp_path), "PYTHONPATH": str(Path(nbchat.__file__).parents[1])}
+    done = subprocess.run(
+        [sys.executable, "-m", "nbchat", "ask", "--max-tokens", "3", "-o", "top_k=5", "Count"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.stdout == (
+        "    Counting.\n\nOne two three\n"
+        "[stopped at the 3-token limit — %chat --continue to go on]\n"
+    ), done.stderr
+    assert asked(scripted_server)[0].options == {"max_tokens": 3, "top_k": 5}
