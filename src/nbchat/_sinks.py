@@ -230,6 +230,8 @@ class TextSink(Sink):
             self.in_reasoning = False
             self._newline()
             print(flush=True)
+        if self.at_line_start and text.startswith("\n\n"):
+            text = text[1:]  # after a tool's line, a paragraph break is one blank line
         sys.stdout.write(text)
         sys.stdout.flush()
         self.at_line_start = text.endswith("\n")
