@@ -106,9 +106,13 @@ def test_the_title_request_has_its_own_small_cap(chat, scripted_server):
 
 
 def test_an_answer_cut_at_the_token_limit_is_incomplete_and_says_so(chat, scripted_server):
-    scripted_server.script(Reply("One two three", finish_reason="length"))
+    scripted_server.script(Reply("One two three", finish_reason="length", reasoning="Hm."))
     thread = chat.new_thread()
-    events = list(chat.iter_ask(thread, "Count", options={"max_tokens": 3}))
+    answer = chat.iter_ask(thread, "Count", options={"max_tokens": 3})
+    events = list(answer)
+    assert (answer.status, answer.finish_reason) == ("incomplete", "length")
+    assert answer.reasoning == "Hm."
+    assert answer.text == "One two three" and answer.note == events[-1].note
     finished = events[-1]
     assert isinstance(finished, TurnFinished)
     assert (finished.status, finished.finish_reason, finished.note) == (
@@ -208,9 +212,11 @@ def test_reasoning_is_kept_with_the_turn_and_never_sent_back(chat, scripted_serv
     assert (finished.text, finished.reasoning) == ("Four.", "Two and two.")
     turn = chat.store.get(thread).turns[0]
     assert (turn.answer, turn.reasoning) == ("Four.", "Two and two.")
+    answer = chat.ask(thread, "Again: 2+2?")
+    assert (answer.text, answer.reasoning) == ("2 + 2 = 4.", "")
     chat.ask(thread, "And 3+3?")
     contents = [str(m["content"]) for m in asked(scripted_server)[-1].messages]
-    assert contents == ["What is 2+2?", "Four.", "And 3+3?"]
+    assert contents == ["What is 2+2?", "Four.", "Again: 2+2?", "2 + 2 = 4.", "And 3+3?"]
 
 
 def test_reasoning_is_shown_collapsed_above_the_answer_and_kept_out_of_the_text(ip):

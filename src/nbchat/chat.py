@@ -40,6 +40,7 @@ from .errors import (
 )
 from .events import (
     Event,
+    ReasoningDelta,
     TextDelta,
     ToolCallAbandoned,
     ToolCallPending,
@@ -75,7 +76,9 @@ class Answer:
     turn's events and keeps ``text``, ``status``, ``pending``, ``usage`` up to
     date; ``result()`` streams what is left and returns the same object (or
     raises the failed turn's error). ``ask(…)`` returns it finished.
-    ``str(answer)`` is the text.
+    ``str(answer)`` is the text; the model's thinking is apart, in
+    ``reasoning``. An ``incomplete`` answer (cut at the token limit:
+    ``finish_reason == "length"``) says why in ``note``.
     """
 
     text: str = ""
@@ -88,6 +91,9 @@ class Answer:
     pending: tuple[PendingCall, ...] = ()
     error: NbchatError | None = field(default=None, compare=False)
     events: Iterator[Event] | None = field(default=None, repr=False, compare=False)
+    reasoning: str = ""
+    finish_reason: str | None = None
+    note: str = ""
 
     @classmethod
     def streaming(cls, events: Iterator[Event]) -> Answer:
@@ -131,6 +137,8 @@ class Answer:
         kind = type(event)
         if kind is TextDelta:
             self.text += event.text  # type: ignore[union-attr]
+        elif kind is ReasoningDelta:
+            self.reasoning += event.text  # type: ignore[union-attr]
         elif kind is TurnStarted:
             self.thread_id, self.turn, self.model = (
                 event.thread_id, event.turn, event.model)  # type: ignore[union-attr]
@@ -141,6 +149,8 @@ class Answer:
             self.text, self.status, self.usage = event.text, event.status, event.usage
             self.thread_id, self.turn = event.thread_id, event.turn
             self.model, self.elapsed = event.model or self.model, event.elapsed
+            self.reasoning = event.reasoning or self.reasoning
+            self.finish_reason, self.note = event.finish_reason, event.note
         elif kind is TurnFailed:
             assert isinstance(event, TurnFailed)
             self.text, self.status, self.error = event.text, "failed", event.error
