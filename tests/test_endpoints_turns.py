@@ -371,3 +371,20 @@ def test_the_terminal_front_end_takes_options_and_shows_thinking_and_the_cut(
         "[stopped at the 3-token limit — %chat --continue to go on]\n"
     ), done.stderr
     assert asked(scripted_server)[0].options == {"max_tokens": 3, "top_k": 5}
+
+
+def test_builtin_tools_switch_per_magics_session(ip, scripted_server):
+    ip.run_cell("%config ChatMagics.builtin_tools = False")
+    ip.run_cell("%chat Hello")
+    ip.run_cell("%chat --builtin-tools on Hello again")
+    first, second = asked(scripted_server)
+    assert "tools" not in first.body and len(second.body["tools"]) == 3
+
+
+def test_a_bad_session_option_is_one_line(ip, scripted_server, capsys):
+    ip.run_cell("%config ChatMagics.options = {'max_tokens': -5}")
+    result = ip.run_cell("%chat Hello")
+    assert "ChatMagics.options: max_tokens must be a whole number above 0" in str(
+        result.error_in_exec
+    )
+    assert scripted_server.requests == []
