@@ -234,15 +234,18 @@ TARGETS = {
 def report(n: int, turns: int, results: dict[str, dict[str, float]], pg: list, tiny: list) -> None:
     print(f"\nThread stores, {n} threads x {turns} turns, {os.cpu_count()} cores, "
           f"PostgreSQL on loopback")  # fmt: skip
-    print(f"{'operation (ms unless said)':30} {'TinyDB':>10} {'PostgreSQL':>11}  target (PostgreSQL)")
+    head = f"{'operation (ms unless said)':30} {'TinyDB':>10} {'PostgreSQL':>11}"
+    print(f"{head}  target (PostgreSQL)")
     for name in results["tinydb"]:
         a, b = results["tinydb"][name], results["postgresql"][name]
         print(f"{name:30} {a:10.2f} {b:11.2f}  {TARGETS.get(name, '')}")
-    ratio = results["postgresql"]["appends/s, 16 writers"] / results["tinydb"]["appends/s, 16 writers"]
+    speed = "appends/s, 16 writers"
+    ratio = results["postgresql"][speed] / results["tinydb"][speed]
     print(f"{'16 writers, PostgreSQL/TinyDB':30} {ratio:22.1f}x")
     print("\nas the number of threads grows (ms)")
-    print(f"{'threads':>8} {'TinyDB append':>14} {'TinyDB list':>12} {'PG append':>10} {'PG list':>8}")
-    for (count, ta, tl), (_, pa, pl) in zip(tiny, pg):
+    print(f"{'threads':>8} {'TinyDB append':>14} {'TinyDB list':>12} {'PG append':>10} "
+          f"{'PG list':>8}")  # fmt: skip
+    for (count, ta, tl), (_, pa, pl) in zip(tiny, pg, strict=True):
         print(f"{count:8} {ta:14.2f} {tl:12.2f} {pa:10.2f} {pl:8.2f}")
     print(json.dumps(results), file=sys.stderr)
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 import secrets
 
 import pytest
-from store_backends import PgSchema, admin, pg_ctl, pg_schema  # noqa: F401
 
 from nbchat import _pg
 from nbchat.errors import ConfigError, StoreCorrupt, StoreUnavailable, StoreVersionError
 from nbchat.pgstore import PostgresStore
 from nbchat.store import open_store
+from store_backends import PgSchema, admin, pg_ctl
 
 
 def roles(schema: PgSchema) -> tuple[str, str, str, str]:
@@ -37,7 +37,8 @@ def test_another_role_cannot_read_or_change_rows_even_with_sql(pg_schema: PgSche
         for table in ("nbchat_threads", "nbchat_turns", "nbchat_users"):
             owners = conn.execute(f"SELECT DISTINCT owner FROM {table}").fetchall()
             assert owners in ([(bob,)], [])
-        assert conn.execute("SELECT count(*) FROM nbchat_turns WHERE owner = %s", [ana]).fetchone()[0] == 0
+        count = "SELECT count(*) FROM nbchat_turns WHERE owner = %s"
+        assert conn.execute(count, [ana]).fetchone() == (0,)
         cursor = conn.execute("UPDATE nbchat_turns SET answer = 'stolen' WHERE owner = %s", [ana])
         assert cursor.rowcount == 0
         assert conn.execute("DELETE FROM nbchat_threads WHERE owner = %s", [ana]).rowcount == 0

@@ -150,7 +150,9 @@ class Database:
                 f"{_first_line(exc)}; its administrator grants access"
             ) from None
         except psycopg.Error as exc:
-            raise StoreError(f"the thread store at {self.where} failed: {_first_line(exc)}") from None
+            raise StoreError(
+                f"the thread store at {self.where} failed: {_first_line(exc)}"
+            ) from None
 
 
 def unavailable(where: str, exc: BaseException) -> StoreUnavailable:

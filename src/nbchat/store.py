@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
@@ -64,7 +65,7 @@ from ._storage import (
     open_db,
     writer_token,
 )
-from .config import default_store_path, default_user
+from .config import default_store_path, default_user, store_location
 from .errors import (
     AlreadyAnswered,
     InputError,
@@ -76,7 +77,9 @@ from .errors import (
 )
 from .records import AnsweredCall, PendingCall, RecordError
 
-__all__ = ["SCHEMA", "SearchHit", "Store", "Thread", "ThreadInfo", "ThreadStore", "Turn"]
+__all__ = [
+    "SCHEMA", "SearchHit", "Store", "Thread", "ThreadInfo", "ThreadStore", "Turn", "open_store",
+]  # fmt: skip
 
 SCHEMA = 1
 STATUSES = ("streaming", "complete", "interrupted", "failed", "suspended")
@@ -139,6 +142,24 @@ class SearchHit:
     turn: int
     query: str
     answer: str
+
+    def snippet(self, text: str, width: int = 100) -> str:
+        """About *width* characters of the turn around *text* (or one of its words), in bold."""
+        body = " ".join(f"{self.query} — {self.answer}".split())
+        lowered = body.lower()
+        for needle in (" ".join(text.split()), *re.findall(r"\w+", text)):
+            at = lowered.find(needle.lower()) if needle else -1
+            if at >= 0:
+                break
+        else:
+            return body[:width] + ("…" if len(body) > width else "")
+        end = at + len(needle)
+        start = max(0, min(at - (width - len(needle)) // 2, len(body) - width))
+        stop = max(end, start + width)
+        return (
+            f"{'…' if start else ''}{body[start:at]}**{body[at:end]}**{body[end:stop]}"
+            f"{'…' if stop < len(body) else ''}"
+        )
 
 
 _TURN_KEYS = tuple(f.name for f in fields(Turn))
@@ -722,3 +743,22 @@ def _check_turn_field(name: str, value: Any) -> Any:
         return None if value is None else float(value)
     allowed = "answer, messages, status, pending, answered, error, usage, finished, model"
     raise InputError(f"update_turn cannot change {name!r}; it changes: {allowed}")
+
+
+def open_store(
+    location: str | os.PathLike[str] | Store | None = None, user: str | None = None
+) -> Store:
+    """The store at *location*: a ``postgresql://`` URL, a folder, or a store object as it is.
+
+    None means ``NBCHAT_STORE_URL``, else ``NBCHAT_STORE``, else the Jupyter data
+    dir (see :func:`nbchat.config.store_location`); *user* defaults as
+    :class:`ThreadStore`'s does.
+    """
+    if location is not None and not isinstance(location, (str, os.PathLike)):
+        return location
+    where = store_location(location)
+    if isinstance(where, str):
+        from .pgstore import PostgresStore
+
+        return PostgresStore(where, user)
+    return ThreadStore(where, user)
