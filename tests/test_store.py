@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from filelock import FileLock
-from store_backends import Opener
 
 import nbchat
 from nbchat._storage import user_dirname
@@ -24,6 +23,7 @@ from nbchat.errors import (
 )
 from nbchat.records import PendingCall, Prompt
 from nbchat.store import SearchHit, Store, Thread, ThreadInfo, ThreadStore, Turn
+from store_backends import Opener
 
 SRC = str(Path(nbchat.__file__).resolve().parents[1])
 
