@@ -19,6 +19,7 @@ from typing import Any
 from tinydb.table import Document
 
 from ._storage import load_json, open_db
+from .config import store_location
 from .errors import StoreCorrupt, StoreError, StoreVersionError, ThreadNotFound
 from .store import SCHEMA, Store, Thread, ThreadStore, open_store
 
@@ -61,12 +62,17 @@ class CheckReport:
         return "\n".join(lines) or "no threads"
 
 
-def store_users(location: str | os.PathLike[str]) -> list[str]:
-    """The users with threads (or a thread counter) in the store at *location*, sorted."""
-    store = open_store(location, "nbchat")
-    if isinstance(store, ThreadStore):
-        return sorted(_folder_users(store.path))
-    with store._db.connection() as conn:  # type: ignore[attr-defined]
+def store_users(location: str | os.PathLike[str] | None = None) -> list[str]:
+    """The users with threads (or a thread counter) in the store at *location*, sorted.
+
+    A database role under row-level security sees only itself.
+    """
+    where = store_location(location)
+    if isinstance(where, Path):
+        return sorted(_folder_users(where))
+    from ._pg import open_database
+
+    with open_database(where).connection() as conn:
         rows = conn.execute(
             "SELECT owner FROM nbchat_users UNION SELECT owner FROM nbchat_threads"
         ).fetchall()
@@ -74,7 +80,7 @@ def store_users(location: str | os.PathLike[str]) -> list[str]:
 
 
 def migrate_store(
-    source: str | os.PathLike[str],
+    source: str | os.PathLike[str] | None,
     destination: str | os.PathLike[str],
     user: str | None = None,
 ) -> MigrationReport:
@@ -107,7 +113,9 @@ def _check_copy(src: Store, dst: Store) -> None:
         )
 
 
-def check_store(location: str | os.PathLike[str], user: str | None = None) -> CheckReport:
+def check_store(
+    location: str | os.PathLike[str] | None = None, user: str | None = None
+) -> CheckReport:
     """Read every thread of every user (or of *user*) and report what cannot be read."""
     report = CheckReport()
     for name in [user] if user is not None else store_users(location):
