@@ -21,7 +21,7 @@ import pytest
 POSTGRES_URL = os.environ.get("NBCHAT_TEST_POSTGRES_URL", "")
 PG_CTL = os.environ.get("NBCHAT_TEST_PG_CTL", "")
 NO_POSTGRES = (
-    "PostgreSQL store tests need a server: set NBCHAT_TEST_POSTGRES_URL "
+    "no PostgreSQL server: set NBCHAT_TEST_POSTGRES_URL "
     "(.ci/run starts a throwaway cluster)"
 )
 BACKENDS = ("tinydb", "postgresql")
@@ -29,12 +29,25 @@ BACKENDS = ("tinydb", "postgresql")
 Opener = Callable[[str], Any]
 
 
+_skipped: list[str] = []
+
+
 def need_postgres() -> None:
     if POSTGRES_URL:
         return
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI=true but no PostgreSQL: {NO_POSTGRES}")
+    _skipped.append(NO_POSTGRES)
     pytest.skip(NO_POSTGRES)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One loud line when the PostgreSQL half of the store tests did not run."""
+    if _skipped:
+        terminalreporter.write_sep(
+            "!", f"{len(_skipped)} PostgreSQL store tests SKIPPED: {NO_POSTGRES}",
+            yellow=True, bold=True,
+        )  # fmt: skip
 
 
 def with_options(url: str, **settings: str) -> str:

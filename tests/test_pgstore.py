@@ -10,10 +10,18 @@ import secrets
 
 import pytest
 
-from nbchat import _pg
-from nbchat.errors import ConfigError, StoreCorrupt, StoreUnavailable, StoreVersionError
+from nbchat import Chat, _pg
+from nbchat._pg import redact
+from nbchat.errors import (
+    ConfigError,
+    NoPendingCall,
+    StoreCorrupt,
+    StoreUnavailable,
+    StoreVersionError,
+)
 from nbchat.pgstore import PostgresStore
 from nbchat.store import open_store
+from nbchat.testing import Reply, ScriptedServer
 from store_backends import PgSchema, admin, pg_ctl
 
 
@@ -167,3 +175,26 @@ def test_search_matches_words_and_their_starts(pg_schema: PgSchema) -> None:
     assert [hit.turn for hit in store.search("partition")] == [0]
     assert [hit.turn for hit in store.search("…)")] == [0]  # no word in it: a substring
     assert store.search("functions nothing") == []
+
+
+def test_a_chat_on_postgresql_asks_answers_tools_and_searches(
+    pg_schema: PgSchema, scripted_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NBCHAT_STORE_URL", pg_schema.url)
+    chat = Chat(base_url=scripted_server.url, model="scripted-small")
+    assert chat.store.location() == f"{redact(pg_schema.url)} threads of user 'tester'"
+    choose = ("choose", {"question": "Which colour?", "options": ["red", "green"]})
+    scripted_server.script(
+        Reply(when="colour", tool_calls=[choose]), Reply("Red, then.", after_tool="choose")
+    )
+    thread = chat.new_thread()
+    assert chat.ask(thread, "Pick a colour").status == "suspended"
+    [call] = chat.pending_calls(thread)
+    assert chat.answer_tool_call(thread, "1", call_id=call.call_id).text == "Red, then."
+    with pytest.raises(NoPendingCall):
+        chat.answer_tool_call(thread, "2", call_id=call.call_id)
+    assert chat.thread_details(thread) == [("Pick a colour", "Red, then.")]
+    [hit] = chat.search("colour")
+    assert (hit.thread_id, hit.turn, hit.snippet("colour")) == (
+        thread, 0, "Pick a **colour** — Red, then.",
+    )  # fmt: skip
