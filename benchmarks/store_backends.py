@@ -8,7 +8,9 @@ public API would take minutes); everything timed goes through the public
 API. The PostgreSQL store lives in a fresh schema of the given database,
 dropped afterwards. Each turn is ~1 KB (a 200-char query, an 800-char answer).
 Concurrency: 16 processes append 100 turns each to random threads of the same
-user, started together.
+user, started together; the rate counts from the start to the last process's
+last append. Give it a server with its usual durability (fsync on), as
+production runs: the test suite's throwaway cluster turns fsync off.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ while not os.path.exists(go):
     time.sleep(0.001)
 for i in range(count):
     store.append_response(rng.randint(1, threads), f"writer {os.getpid()} turn {i}", "answer")
+print(time.time(), flush=True)  # the work is done; interpreter exit is not timed
 """
 
 
@@ -140,12 +143,11 @@ def concurrent_appends(location: str, threads: int, root: Path) -> float:
     ]
     for proc in procs:
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
-    start = time.perf_counter()
+    start = time.time()
     go.touch()
-    for proc in procs:
-        proc.wait(timeout=600)
-        assert proc.returncode == 0
-    return WRITERS * WRITER_APPENDS / (time.perf_counter() - start)
+    ends = [float(proc.communicate(timeout=600)[0]) for proc in procs]
+    assert all(proc.returncode == 0 for proc in procs)
+    return WRITERS * WRITER_APPENDS / (max(ends) - start)
 
 
 def measure(location: str, threads: int, rng: random.Random, root: Path, n_appends: int) -> dict:

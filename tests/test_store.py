@@ -15,13 +15,15 @@ from filelock import FileLock
 import nbchat
 from nbchat._storage import user_dirname
 from nbchat.errors import (
+    AlreadyAnswered,
     InputError,
+    NoPendingCall,
     StoreCorrupt,
     StoreLocked,
     StoreVersionError,
     ThreadNotFound,
 )
-from nbchat.records import PendingCall, Prompt
+from nbchat.records import AnsweredCall, PendingCall, Prompt
 from nbchat.store import SearchHit, Store, Thread, ThreadInfo, ThreadStore, Turn
 from store_backends import Opener
 
@@ -184,6 +186,52 @@ def test_stored_values_round_trip_as_json(store: ThreadStore) -> None:
     assert thread.settings == {"k": [1, 2]}
     assert thread.turns[0].messages == [{"role": "tool", "content": ["a"]}]
     assert store.thread_details(tid) == [("é 日本 😀 \ud800", "\x00 tab\t")]
+
+
+def suspended_turn(store: Store, calls: int) -> tuple[int, list[PendingCall]]:
+    tid = store.new_thread("m")
+    store.start_turn(tid, "q")
+    pending = [PendingCall(tid, 0, f"c{i}", "ask", {"n": i}, Prompt("text", "Name?"))
+               for i in range(calls)]  # fmt: skip
+    store.update_turn(tid, 0, status="suspended", pending=pending)
+    return tid, pending
+
+
+def test_claiming_answers_a_call_once(store: ThreadStore) -> None:
+    tid, [first, second] = suspended_turn(store, 2)
+    answer = AnsweredCall("c0", "ask", "Name?", "Ana", by="ana", at=1.0)
+    turn = store.claim_call(tid, 0, "c0", output="Ana", answer=answer)
+    assert (turn.status, turn.pending, turn.answered) == ("suspended", [second], [answer])
+    assert turn.messages == [{"role": "tool", "tool_call_id": "c0", "name": "ask", "content": "Ana"}]
+    with pytest.raises(AlreadyAnswered) as caught:
+        store.claim_call(tid, 0, "c0", output="Bob", answer=answer)
+    assert (caught.value.thread_id, caught.value.call_id) == (tid, "c0")
+    assert store.get(tid).turns[0] == turn  # the second answer changed nothing
+    last = AnsweredCall("c1", "ask", "Name?", True)
+    turn = store.claim_call(tid, 0, "c1", output="yes", answer=last)
+    assert (turn.status, turn.pending, turn.answered) == ("streaming", [], [answer, last])
+    assert store.get(tid).turns[0].status == "streaming"  # this process resumes it
+    assert [m["tool_call_id"] for m in turn.messages] == ["c0", "c1"]
+
+
+def test_claiming_what_does_not_wait(store: ThreadStore) -> None:
+    tid, _ = suspended_turn(store, 1)
+    answer = AnsweredCall("nope", "ask", "Name?", "Ana")
+    with pytest.raises(NoPendingCall, match="no call 'nope' waits for an answer in thread 1"):
+        store.claim_call(tid, 0, "nope", output="x", answer=answer)
+    store.update_turn(tid, 0, status="failed")
+    with pytest.raises(NoPendingCall) as caught:
+        store.claim_call(tid, 0, "c0", output="x", answer=answer)
+    assert type(caught.value) is NoPendingCall
+    with pytest.raises(ThreadNotFound):
+        store.claim_call(tid + 1, 0, "c0", output="x", answer=answer)
+    with pytest.raises(InputError, match="thread 1 has no turn 3; its turns are 0 to 0"):
+        store.claim_call(tid, 3, "c0", output="x", answer=answer)
+
+
+def test_location_names_the_thread(store: ThreadStore) -> None:
+    tid = store.new_thread("m")
+    assert str(tid) in store.location(tid) and store.location(tid) != store.location()
 
 
 # -- bad input ---------------------------------------------------------------------------
