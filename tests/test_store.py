@@ -202,7 +202,8 @@ def test_claiming_answers_a_call_once(store: ThreadStore) -> None:
     answer = AnsweredCall("c0", "ask", "Name?", "Ana", by="ana", at=1.0)
     turn = store.claim_call(tid, 0, "c0", output="Ana", answer=answer)
     assert (turn.status, turn.pending, turn.answered) == ("suspended", [second], [answer])
-    assert turn.messages == [{"role": "tool", "tool_call_id": "c0", "name": "ask", "content": "Ana"}]
+    tool_message = {"role": "tool", "tool_call_id": "c0", "name": "ask", "content": "Ana"}
+    assert turn.messages == [tool_message]
     with pytest.raises(AlreadyAnswered) as caught:
         store.claim_call(tid, 0, "c0", output="Bob", answer=answer)
     assert (caught.value.thread_id, caught.value.call_id) == (tid, "c0")
