@@ -32,7 +32,7 @@ from nbchat.store import open_store
 store, run = open_store(sys.argv[1], "ana"), sys.argv[2]
 rng = random.Random(run)
 for i in range(10**9):
-    if i % 7 == 3:
+    if i % 7 == 1:
         print("new", store.new_thread("m", title=f"{run}-{i}"), flush=True)
         continue
     query = f"{run}-{i}"
