@@ -420,7 +420,10 @@ def test_export_as_markdown_and_as_a_notebook(
     )
 
 
-def test_search_lists_hits_newest_first(run: Any, server: ScriptedServer) -> None:
+def test_search_lists_hits_newest_first(
+    run: Any, server: ScriptedServer, location: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NBCHAT_STORE", location)  # a folder, or a postgresql:// URL
     server.script(Reply(when="pandas", chunks=["Read it with pandas.read_csv."]))
     run("%chat -n How do I load a CSV with pandas?")
     run("%chat -n Something else entirely")
