@@ -55,6 +55,10 @@ def test_allowed_models_filter_listings_and_refuse_others(
     assert chat.ask(thread, "hi").text == "fine"
     with pytest.raises(ModelNotAllowed):
         chat.ask(thread, "and now?", model="scripted-small")
+    with pytest.raises(ModelNotAllowed):
+        chat.new_thread("scripted-small")
+    assert chat.thread_details(thread) == [("hi", "fine")]  # the refused question was not saved
+    assert [tid for tid, _ in chat.thread_list()] == [thread]  # no thread was started
     assert {r.model for r in scripted_server.chat_requests} == {"scripted-large"}  # titles too
 
 
@@ -71,6 +75,7 @@ def test_forced_endpoint_and_model_beat_arguments(
         )
         scripted_server.script(Reply("forced"))
         thread = chat.new_thread("scripted-small")
+        assert chat.store.get(thread).model == "scripted-large"
         assert chat.ask(thread, "hi", model="nbchat-demo").text == "forced"
         assert elsewhere.requests == []
     assert {r.model for r in scripted_server.chat_requests} == {"scripted-large"}

@@ -48,6 +48,7 @@ from .events import (
 )
 from .history import ChatHistory
 from .llm import LLMClient
+from .policy import Policy
 from .records import AnsweredCall, PendingCall
 from .store import SearchHit, Store, Thread, ThreadInfo, Turn, open_store
 from .tools import BUILTIN_CLIENT_TOOLS, ClientTool, Toolbox, ToolContext
@@ -388,7 +389,8 @@ class Chat(_Engine):
 
     def new_thread(self, model: str | None = None, *, system: str | None = None) -> int:
         """Start a thread; its id. The model defaults to the endpoint's default."""
-        return self.store.new_thread(model or self.llm.default_model(), system=system)
+        model = Policy.from_env().model(model) or self.llm.default_model()
+        return self.store.new_thread(model, system=system)
 
     def append_response(
         self, thread_id: int, query: str, answer: str, title: str | None = None
@@ -473,8 +475,8 @@ class Chat(_Engine):
         """
         _check_text(query, "query")
         thread = self.store.get(thread_id)
+        model = Policy.from_env().model(model or thread.model) or thread.model  # before saving
         abandoned = self._abandon_pending(thread)
-        model = model or thread.model
         turn = self.store.start_turn(thread_id, query, model=model)
         history = self._thread_history(thread, upto=len(thread.turns))
         history.chat_as_user(query)
