@@ -7,6 +7,8 @@ run against both.
 from __future__ import annotations
 
 import secrets
+import threading
+import time
 
 import pytest
 
@@ -198,3 +200,32 @@ def test_a_chat_on_postgresql_asks_answers_tools_and_searches(
     assert (hit.thread_id, hit.turn, hit.snippet("colour")) == (
         thread, 0, "Pick a **colour** — Red, then.",
     )  # fmt: skip
+
+
+def test_a_server_stopped_during_a_turn_fails_it_clearly_and_keeps_the_part_saved(
+    pg_schema: PgSchema, scripted_server: ScriptedServer
+) -> None:
+    store = PostgresStore(pg_schema.url, "ana", timeout=2)
+    chat = Chat(base_url=scripted_server.url, model="scripted-small", store=store)
+    thread = chat.new_thread()
+    words = [f"word{i} " for i in range(8)]
+    scripted_server.script(Reply(chunks=words, delay=0.8, when="long"), Reply("Back."))
+    watcher = PostgresStore(pg_schema.url, "ana", timeout=2)
+
+    def stop_once_something_is_saved() -> None:
+        while not watcher.get(thread).turns or not watcher.get(thread).turns[0].answer:
+            time.sleep(0.05)
+        pg_ctl("stop", "-m", "fast", "-w")
+
+    stopper = threading.Thread(target=stop_once_something_is_saved)
+    stopper.start()
+    try:
+        with pytest.raises(StoreUnavailable, match="lost the thread store at postgresql://"):
+            chat.ask(thread, "a long answer please")
+    finally:
+        stopper.join()
+        pg_ctl("start", "-w")
+    [turn] = store.get(thread).turns
+    assert turn.status == "interrupted"  # its writer's lock went with the server
+    assert turn.answer and "".join(words).startswith(turn.answer)
+    assert chat.ask(thread, "again?").text == "Back."  # same kernel, same pool
