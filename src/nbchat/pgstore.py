@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from numbers import Integral
 from typing import Any
 
 from ._pg import (
@@ -537,12 +538,12 @@ class PostgresStore:
         )
 
     def _check_id(self, thread_id: object) -> int:
-        if isinstance(thread_id, bool) or not isinstance(thread_id, int):
+        if isinstance(thread_id, bool) or not isinstance(thread_id, Integral):
             raise InputError(
                 f"a thread id is a whole number such as 3, got {thread_id!r}; "
                 f"see your threads with %chat --list"
             )
-        if not 1 <= thread_id < 2**63:
+        if not 1 <= int(thread_id) < 2**63:
             raise self._not_found(thread_id)
         return int(thread_id)
 
