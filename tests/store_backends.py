@@ -138,7 +138,10 @@ def open_for(location: str) -> Opener:
 def pg_ctl(*args: str) -> None:
     """Run the test cluster's pg_ctl (as the postgres OS user when we are root)."""
     if not PG_CTL:
-        pytest.skip("restarting PostgreSQL needs NBCHAT_TEST_PG_CTL (.ci/run sets it)")
+        reason = "stopping PostgreSQL needs NBCHAT_TEST_PG_CTL (.ci/run sets it)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {reason}")
+        pytest.skip(reason)
     command = PG_CTL.split() + list(args)
     if os.getuid() == 0:
         command = ["runuser", "-u", "postgres", "--", *command]

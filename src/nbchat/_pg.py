@@ -43,7 +43,7 @@ except ImportError:  # pragma: no cover - reported by Database.open
 
 SCHEMA_VERSION = 1
 CONNECT_TIMEOUT = 10.0
-POOL_SIZE = 8
+POOL_SIZE = 4  # a kernel rarely runs more than two operations at once
 MARK = "\ue000"
 _MIGRATION_LOCK = 0x6E62636861745F31  # the ASCII of "nbchat_1": one schema migrator at a time
 
