@@ -235,6 +235,25 @@ def test_location_names_the_thread(store: ThreadStore) -> None:
     assert str(tid) in store.location(tid) and store.location(tid) != store.location()
 
 
+def test_any_text_round_trips_everywhere(store: ThreadStore) -> None:
+    awkward = ["\x00", "a\x00b", "\ud800", "\ue000", "\ue000\"x\"", "😀", "", "\\u0000"]
+    tid = store.new_thread("\ue000m", system="\x00sys", title="\ue000 title")
+    store.update_thread(tid, settings={text: [text] for text in awkward})
+    index = store.start_turn(tid, "\ue000 query \x00")
+    messages = [{"role": "user", "content": text, text: {"nested": [text, 1, None]}}
+                for text in awkward]  # fmt: skip
+    store.update_turn(tid, index, answer="\x00\ud800\ue000", messages=messages,
+                      error="\x00", usage={"\x00": 1})  # fmt: skip
+    thread = store.get(tid)
+    [turn] = thread.turns
+    assert (thread.model, thread.system, thread.title) == ("\ue000m", "\x00sys", "\ue000 title")
+    assert thread.settings == {text: [text] for text in awkward}
+    assert (turn.query, turn.answer) == ("\ue000 query \x00", "\x00\ud800\ue000")
+    assert turn.error == "\x00"
+    assert (turn.messages, turn.usage) == (messages, {"\x00": 1})
+    assert store.thread_list() == [(tid, "\ue000 title")]
+
+
 # -- bad input ---------------------------------------------------------------------------
 
 

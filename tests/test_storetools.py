@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 
 from nbchat.__main__ import main
+from nbchat._pg import redact
+from nbchat.config import store_location
+from nbchat.errors import ConfigError
 from nbchat.records import AnsweredCall, PendingCall, Prompt
 from nbchat.store import Store, ThreadStore, open_store
 from nbchat.storetools import check_store, migrate_store, store_users
@@ -88,3 +91,22 @@ def test_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert capsys.readouterr().out == "ana: 2 threads, 3 turns\n"
     assert main(["store", "migrate", str(tmp_path / "nothing"), str(tmp_path / "c")]) == 0
     assert capsys.readouterr().out == "no threads to copy\n"
+
+
+def test_the_location_picks_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = "postgresql://ana:secret@db.example:5432/nbchat"
+    monkeypatch.setenv("NBCHAT_STORE", str(tmp_path / "folder"))
+    assert store_location() == tmp_path / "folder"
+    assert isinstance(open_store(None, "ana"), ThreadStore)
+    monkeypatch.setenv("NBCHAT_STORE", url)
+    assert store_location() == url and store_location(tmp_path) == tmp_path
+    with pytest.raises(ConfigError, match="NBCHAT_STORE is a database URL, not a folder"):
+        ThreadStore(None, "ana")
+    monkeypatch.setenv("NBCHAT_STORE", str(tmp_path / "folder"))
+    monkeypatch.setenv("NBCHAT_STORE_URL", url)
+    assert store_location() == url and store_location("postgres://h/db") == "postgres://h/db"
+    store = ThreadStore(tmp_path, "ana")
+    assert open_store(store) is store
+    assert redact(url) == "postgresql://db.example:5432/nbchat"
