@@ -18,12 +18,13 @@ The schema is created and migrated by :mod:`nbchat._pg` the first time a
 process opens the database.
 
 Measured by ``benchmarks/store_backends.py`` on a busy 2-core machine with
-1,000 threads x 100 turns, PostgreSQL 15 on loopback with fsync on: append p50
-0.7-4 ms (the WAL fsync of each commit; 0.3 ms with fsync off), the same with
-10, 100 or 1,000 threads; thread_list 0.6 ms; thread_details 0.3 ms; answer
-claim 4 ms; search 0.6 ms (TinyDB reads every file: 0.9 s); 16 processes
-appending together 740 appends/s, 7x the TinyDB folder. A new process spends
-~180 ms on its first call, mostly importing psycopg and connecting.
+1,000 threads x 100 turns, PostgreSQL 15 on loopback with fsync on (two runs):
+append p50 2.2-3.9 ms, nearly all of it the WAL fsync of the commit (0.3 ms
+with fsync off), the same with 10, 100 or 1,000 threads; thread_list
+0.6-0.8 ms; thread_details 0.3-0.4 ms; answer claim 3-4 ms; search 0.6-3.8 ms
+(the TinyDB folder reads every file: 0.7-0.9 s); 16 processes appending
+together 730-740 appends/s, 5-7x the TinyDB folder. A new process spends
+~170 ms on its first call, mostly importing psycopg and connecting.
 """
 
 from __future__ import annotations
