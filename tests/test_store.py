@@ -116,6 +116,16 @@ def test_update_thread(store: ThreadStore) -> None:
     assert store.threads()[0].model == "m2"
 
 
+def test_a_generated_title_never_overwrites_one_given_meanwhile(store: ThreadStore) -> None:
+    tid = store.new_thread("m")
+    assert store.update_thread_title(tid, "Generated", if_untitled=True) is True
+    assert store.update_thread_title(tid, "Later generated", if_untitled=True) is False
+    assert store.update_thread_title(tid, "Renamed") is True
+    assert store.thread_list() == [(tid, "Renamed")]
+    with pytest.raises(ThreadNotFound):
+        store.update_thread_title(tid + 1, "Nobody's", if_untitled=True)
+
+
 def test_titles_are_checked_and_tidied(store: ThreadStore) -> None:
     tid = store.new_thread("m")
     store.update_thread_title(tid, "  Rust\n lifetimes  ")

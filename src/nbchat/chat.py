@@ -221,8 +221,7 @@ class _Titles:
     def _title(self, chat: Chat, thread_id: int) -> None:
         try:
             title = chat.get_thread_title(thread_id)
-            if not chat.store.get(thread_id).title:  # a rename meanwhile wins
-                chat.store.update_thread_title(thread_id, title)
+            chat.store.update_thread_title(thread_id, title, if_untitled=True)  # a rename wins
         except NbchatError:
             pass  # the thread was deleted or the store is unreadable: no title to give
         finally:

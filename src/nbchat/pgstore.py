@@ -227,10 +227,14 @@ class PostgresStore:
             settings=self._settings(tid, settings),
         )  # fmt: skip
 
-    def update_thread_title(self, thread_id: int, title: str) -> None:
-        """Retitle a thread (whitespace runs become single spaces)."""
+    def update_thread_title(
+        self, thread_id: int, title: str, *, if_untitled: bool = False
+    ) -> bool:
+        """Retitle a thread (whitespace runs become single spaces); with ``if_untitled``,
+        only a thread that has no title yet. Whether the title changed."""
         tid = self._check_id(thread_id)
-        self._update_header(tid, {"title": enc_text(_check_title(title))})
+        changes = {"title": enc_text(_check_title(title))}
+        return self._update_header(tid, changes, only_untitled=if_untitled)
 
     def update_thread(
         self,
@@ -432,19 +436,24 @@ class PostgresStore:
             raise self._not_found(tid)
         return tuple(row)
 
-    def _update_header(self, tid: int, changes: dict[str, Any]) -> None:
+    def _update_header(
+        self, tid: int, changes: dict[str, Any], *, only_untitled: bool = False
+    ) -> bool:
         sets = ", ".join(
             f"{name} = %({name})s::jsonb" if name == "settings" else f"{name} = %({name})s"
             for name in changes
         )
+        untitled = " AND title = ''" if only_untitled else ""
         with self._db.connection(self._timeout) as conn:
             cursor = conn.execute(
                 f"UPDATE nbchat_threads SET {sets}, updated = %(now)s "
-                "WHERE owner = %(user)s AND id = %(tid)s",
+                f"WHERE owner = %(user)s AND id = %(tid)s{untitled}",
                 {**changes, "now": time.time(), "user": self.user, "tid": tid},
             )
             if cursor.rowcount == 0:
-                raise self._not_found(tid)
+                self._thread_row(conn, tid, "id")  # raises ThreadNotFound if it is gone
+                return False
+        return True
 
     def _lock_turn(self, conn: Any, tid: int, index: int) -> tuple[Any, ...]:
         """The turn's row, locked until the transaction ends (the thread's row too)."""

@@ -195,7 +195,9 @@ class Store(Protocol):
     def thread_list(self) -> list[tuple[int, str]]: ...
     def thread_details(self, thread_id: int) -> list[tuple[str, str]]: ...
     def get(self, thread_id: int) -> Thread: ...
-    def update_thread_title(self, thread_id: int, title: str) -> None: ...
+    def update_thread_title(
+        self, thread_id: int, title: str, *, if_untitled: bool = False
+    ) -> bool: ...
     def update_thread(
         self, thread_id: int, *, model: str | None = None, system: str | None = ...,
         settings: dict | None = None,
@@ -307,12 +309,22 @@ class ThreadStore:
         keys = ("title", "model", "system", "created", "updated", "settings")
         return Thread(id=tid, user=self.user, turns=turns, **{k: header[k] for k in keys})
 
-    def update_thread_title(self, thread_id: int, title: str) -> None:
-        """Retitle a thread (whitespace runs become single spaces)."""
+    def update_thread_title(
+        self, thread_id: int, title: str, *, if_untitled: bool = False
+    ) -> bool:
+        """Retitle a thread (whitespace runs become single spaces); with ``if_untitled``,
+        only a thread that has no title yet (checked under the lock). Whether it changed."""
         tid = self._check_id(thread_id)
         title = _check_title(title)
+
+        def retitle(db: TinyDB, header: dict[str, Any]) -> bool:
+            if if_untitled and header["title"]:
+                return False
+            _set_header(db, title=title)
+            return True
+
         with self._folder.locked():
-            self._change(tid, lambda db, header: _set_header(db, title=title))
+            return self._change(tid, retitle)
 
     def update_thread(
         self,
