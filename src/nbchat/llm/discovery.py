@@ -112,9 +112,10 @@ def _local_server() -> LocalServer | None:
     A server that fails to start is reported and skipped (the demo model still
     answers); a malformed ``NBCHAT_LOCAL_MODEL`` raises its ConfigError.
     """
+    from ..policy import Policy
     from . import local
 
-    if not local.local_available():
+    if Policy.from_env().disable_local_model or not local.local_available():
         return None
     try:
         return local.ensure_local_server()
