@@ -364,8 +364,9 @@ def test_a_local_model_setting_without_the_extra_says_install(tmp_path):
         "sys.modules['llama_cpp'] = None\n"  # as if llama-cpp-python were not installed
         "from nbchat.config import resolve\n"
         "from nbchat.errors import ConfigError\n"
+        "from nbchat.llm.discovery import locate\n"
         "try:\n"
-        "    resolve()\n"
+        "    locate(resolve())\n"
         "except ConfigError as exc:\n"
         "    print(exc)\n"
     )
