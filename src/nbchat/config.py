@@ -32,6 +32,7 @@ ENV_HISTORY_LIMIT = "NBCHAT_HISTORY_LIMIT"
 ENV_LOCAL_MODEL = "NBCHAT_LOCAL_MODEL"
 ENV_NO_AUTOLOAD = "NBCHAT_NO_AUTOLOAD"
 ENV_LIVE = "NBCHAT_LIVE"
+ENV_MAX_APPROVAL = "NBCHAT_MAX_APPROVAL"
 ENV_JUPYTER_DATA_DIR = "JUPYTER_DATA_DIR"
 ENV_JUPYTER_RUNTIME_DIR = "JUPYTER_RUNTIME_DIR"
 LOCAL_MODEL_OFF = ("off", "0", "no", "false")
@@ -122,8 +123,7 @@ def parse_history_limit(value: object, *, source: str = ENV_HISTORY_LIMIT) -> in
         limit = int(str(value).strip())
     except ValueError:
         raise ConfigError(
-            f"{source} must be a whole number of messages, got {value!r}; "
-            f"unset it for no limit"
+            f"{source} must be a whole number of messages, got {value!r}; unset it for no limit"
         ) from None
     if limit < 0:
         raise ConfigError(f"{source} must be 0 or more (0 means no limit), got {limit}")

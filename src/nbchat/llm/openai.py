@@ -12,6 +12,7 @@ import json.scanner
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from ..context import content_parts, items_from_message
 from ..errors import MalformedStream, ServerError, StreamCutOff
 from ..events import (
     ReplyEvent,
@@ -43,7 +44,11 @@ class OpenAIProvider:
         tools: Sequence[dict[str, Any]] | None,
         stream: bool,
     ) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": model, "messages": list(messages), "stream": stream}
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": [_to_openai(m) for m in messages],
+            "stream": stream,
+        }
         if stream:
             body["stream_options"] = {"include_usage": True}
         if tools:
@@ -109,6 +114,17 @@ class OpenAIProvider:
             return _message(json.loads(body))
         except ValueError:
             return body.decode("utf-8", "replace").strip()[:200]
+
+
+def _to_openai(message: dict[str, Any]) -> dict[str, Any]:
+    """A message whose question carries context, as text and image content parts."""
+    if "context" not in message:
+        return message
+    out = {k: v for k, v in message.items() if k != "context"}
+    items = items_from_message(message)
+    if items:
+        out["content"] = content_parts(message.get("content") or "", items)
+    return out
 
 
 _scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from ._demo import default_answer
 from ._handler import CHAT_PATHS, Handler, HTTPServer
 from ._protocols import Answer, count_prompt_tokens
-from ._script import Body, Reply
+from ._script import Body, Reply, request_images
 
 DEFAULT_MODELS = ("nbchat-demo", "scripted-small", "scripted-large")
 
@@ -45,6 +45,11 @@ class RecordedRequest:
     def is_chat(self) -> bool:
         """Whether this is a chat request (either protocol)."""
         return self.path.split("?", 1)[0] in CHAT_PATHS
+
+    @property
+    def images(self) -> list[bytes]:
+        """The images the request's messages carried, decoded, in order (both protocols)."""
+        return request_images(self.messages)
 
 
 @dataclass
