@@ -113,8 +113,12 @@ def _numeric_summary(numeric: Any) -> str:
     values = numeric.to_numpy(dtype="float64", na_value=numpy.nan)
     rows = [["", "mean", "std", "min", "max"]]
     if len(values):
-        functions = (numpy.nanmean, numpy.nanstd, numpy.nanmin, numpy.nanmax)
-        columns = [f(values, axis=0) for f in functions]
+        columns = [
+            numpy.nanmean(values, axis=0),
+            numpy.nanstd(values, axis=0, ddof=1),  # pandas' std: the sample's
+            numpy.nanmin(values, axis=0),
+            numpy.nanmax(values, axis=0),
+        ]
         for position, name in enumerate(numeric.columns):
             rows.append([str(name), *(_float(column[position]) for column in columns)])
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
@@ -148,10 +152,14 @@ def _first(index: Any) -> Any:
 
 
 def _float(value: Any) -> str:
+    """A number in at most 6 significant digits; whole numbers in full."""
     try:
-        return f"{float(value):.6g}"
+        number = float(value)
     except (TypeError, ValueError):
         return str(value)
+    if number.is_integer() and abs(number) < 1e15:
+        return str(int(number))
+    return f"{number:.6g}"
 
 
 # -- polars -----------------------------------------------------------------------

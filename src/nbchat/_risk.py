@@ -119,7 +119,7 @@ class _Finder(ast.NodeVisitor):
             name = function.attr
             if name in RISKY_METHODS or name in RISKY_CALLS:
                 self.reasons.append(f"calls .{name}(), which can touch files or processes")
-            elif name in WRITERS_WITH_PATH and (node.args or node.keywords):
+            elif name in WRITERS_WITH_PATH and _has_destination(node):
                 self.reasons.append(f"calls .{name}() with a destination")
         self.generic_visit(node)
 
@@ -131,6 +131,14 @@ class _Finder(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in ("__builtins__", "__import__", "get_ipython"):
             self.reasons.append(f"uses {node.id}")
+
+
+def _has_destination(node: ast.Call) -> bool:
+    """``to_csv('f')`` or ``to_csv(path_or_buf=...)``: writes; ``to_csv()`` returns text."""
+    return bool(node.args) or any(k.arg in _DESTINATIONS or k.arg is None for k in node.keywords)
+
+
+_DESTINATIONS = frozenset({"path_or_buf", "buf", "path", "file", "filename", "fname"})
 
 
 def _literal(node: ast.Call) -> bool:
@@ -153,14 +161,14 @@ def max_approval(environ: Mapping[str, str] | None = None) -> Approval:
     value = (os.environ if environ is None else environ).get(ENV_MAX_APPROVAL, "").strip()
     if not value:
         return "never-ask"
-    return value if value in APPROVALS else "always"  # type: ignore[return-value]
+    return check_approval(value) if value in APPROVALS else "always"
 
 
 def check_approval(value: object) -> Approval:
     """``value`` as a policy name, or InputError naming the choices."""
     if value not in APPROVALS:
         raise InputError(f"unknown approval policy {value!r}; use one of: {', '.join(APPROVALS)}")
-    return value  # type: ignore[return-value]
+    return next(a for a in APPROVALS if a == value)
 
 
 def needs_approval(code: str, approval: str, cap: str | None = None) -> bool:

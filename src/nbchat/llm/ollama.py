@@ -139,11 +139,15 @@ def _text_and_images(message: dict[str, Any]) -> tuple[str, list[str]]:
     content = message.get("content") or ""
     texts: list[str] = []
     images: list[str] = []
-    for part in content if isinstance(content, list) else [{"type": "text", "text": content}]:
+    parts: list[dict[str, Any]] = (
+        content if isinstance(content, list) else [{"type": "text", "text": content}]
+    )
+    for part in parts:
         if part.get("type") == "text":
             texts.append(str(part.get("text") or ""))
         elif part.get("type") == "image_url":
-            url = str((part.get("image_url") or {}).get("url") or "")
+            image_url: dict[str, Any] = part.get("image_url") or {}
+            url = str(image_url.get("url") or "")
             images.append(url.split(",", 1)[1] if url.startswith("data:") else url)
     for item in items_from_message(message):
         texts.append(item.as_text())
