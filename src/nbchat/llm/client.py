@@ -9,7 +9,14 @@ from typing import Any
 import httpx
 
 from ..config import Settings
-from ..errors import LLMError, LLMTimeout, MalformedStream, ModelNotFound, StreamCutOff
+from ..errors import (
+    LLMError,
+    LLMTimeout,
+    MalformedStream,
+    ModelNotFound,
+    ServerError,
+    StreamCutOff,
+)
 from ..events import ReplyEvent
 from . import _http
 from ._protocol import Provider, Reply
@@ -75,7 +82,7 @@ class LLMClient:
     ) -> Iterator[ReplyEvent]:
         """Reply events for one chat request, as they arrive."""
         body = self.provider.chat_body(messages, model, tools, stream=True)
-        response = self._send("POST", self.provider.chat_path, body, model=model)
+        response = self._send_chat(body, model, messages)
         try:
             chunks = _raw(response, self.settings.base_url)
             yield from self.provider.decode_stream(chunks)
@@ -92,12 +99,27 @@ class LLMClient:
     ) -> Reply:
         """One whole chat reply, without streaming."""
         body = self.provider.chat_body(messages, model, tools, stream=False)
-        response = self._send("POST", self.provider.chat_path, body, model=model)
+        response = self._send_chat(body, model, messages)
         try:
             data = _json(response.read(), self.settings.base_url)
         finally:
             response.close()
         return self.provider.parse_reply(data)
+
+    def _send_chat(
+        self, body: dict[str, Any], model: str, messages: Sequence[dict[str, Any]]
+    ) -> httpx.Response:
+        try:
+            return self._send("POST", self.provider.chat_path, body, model=model)
+        except ServerError as exc:
+            if exc.status not in (400, 415, 422) or not _carries_images(messages):
+                raise
+            raise ServerError(
+                f"model {model!r} did not accept the image sent with the question ({exc}); "
+                f"ask a model that reads images with -m MODEL, or ask without the picture",
+                url=exc.url,
+                status=exc.status,
+            ) from None
 
     def _send(
         self,
@@ -133,6 +155,21 @@ class LLMClient:
             model=exc.model,
             available=available,
         )
+
+
+def _carries_images(messages: Sequence[dict[str, Any]]) -> bool:
+    """Whether a request holds an image: in a context item or an ``image_url`` content part."""
+    for message in messages:
+        if any(
+            isinstance(item, dict) and item.get("image") for item in message.get("context") or ()
+        ):
+            return True
+        content = message.get("content")
+        if isinstance(content, list) and any(
+            isinstance(part, dict) and part.get("type") == "image_url" for part in content
+        ):
+            return True
+    return False
 
 
 def _raw(response: httpx.Response, url: str) -> Iterator[bytes]:

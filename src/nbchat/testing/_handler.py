@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ._protocols import OLLAMA, OPENAI, Ollama, OpenAI, StreamPlan, dumps, ollama_name
-from ._script import Reply
+from ._script import Reply, request_images
 
 if TYPE_CHECKING:
     from ._server import RecordedRequest, ScriptedServer
@@ -178,6 +178,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._send_json(400, protocol.missing_model())
         if not _is_known(model, owner.models, protocol):
             return self._send_json(404, protocol.unknown_model(model))
+        refuses = owner.text_only_models and _is_known(model, owner.text_only_models, protocol)
+        if refuses and request_images(body.get("messages")):
+            return self._send_json(400, protocol.no_images(model))
         reply = owner._pick(body)
         if reply is not None and reply.status is not None:
             headers = {}

@@ -79,6 +79,9 @@ class ScriptedServer:
         Empty accepts every model name.
     api_key
         When set, every request must carry ``Authorization: Bearer <api_key>``.
+    text_only_models
+        Models that refuse a request carrying images (HTTP 400, as a text-only
+        model behind a real server does); every other model accepts them.
 
     >>> with ScriptedServer(Reply("Hi!")) as server:
     ...     server.url.startswith("http://127.0.0.1:")
@@ -92,8 +95,10 @@ class ScriptedServer:
         port: int = 0,
         models: Iterable[str] = DEFAULT_MODELS,
         api_key: str | None = None,
+        text_only_models: Iterable[str] = (),
     ) -> None:
         self.host = host
+        self.text_only_models = tuple(text_only_models)
         self.port = port
         self.models = tuple(models)
         self.api_key = api_key
