@@ -86,3 +86,21 @@ def test_the_demo_model_says_which_context_it_received(scripted_server, provider
         "I am **nbchat's offline demo model**: I received that context but cannot reason "
         "about it; connect a real model for real answers."
     )
+
+
+@pytest.mark.parametrize("provider", ["openai", "ollama"])
+def test_a_model_that_refuses_images_gives_one_line_naming_it(provider, items):
+    from nbchat.errors import ServerError
+    from nbchat.testing import ScriptedServer
+
+    message = {"role": "user", "content": "Why?", "context": [i.to_dict() for i in items]}
+    with ScriptedServer(text_only_models=["scripted-small"]) as server:
+        with pytest.raises(ServerError) as caught:
+            stream(server, provider, [message])
+        assert str(caught.value).startswith("model 'scripted-small' did not accept the image")
+        assert str(caught.value).endswith(
+            "ask a model that reads images with -m MODEL, or ask without the picture"
+        )
+        assert "\n" not in str(caught.value)
+        text_only = [{"role": "user", "content": "Why?", "context": [items[0].to_dict()]}]
+        assert stream(server, provider, text_only).startswith('You asked: "Why?" and attached')
