@@ -249,3 +249,19 @@ def test_describing_never_imports_an_optional_library():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout == "[]\n"
+
+
+def test_a_history_keeps_context_with_the_question_and_round_trips(sales):
+    from nbchat.history import ChatHistory, Message
+
+    history = ChatHistory()
+    history.chat_as_user("Why nulls?", context=[describe(sales, "df")])
+    history.chat_as_llm("Because.")
+    message = history.messages[0]
+    assert message["content"] == "Why nulls?"
+    assert message["context"] == [describe(sales, "df").to_dict()]
+    again = ChatHistory.from_json(history.to_json())
+    assert again == history and again[0].context == (describe(sales, "df"),)
+    assert "*context: df (DataFrame 5×3)*" in history._repr_markdown_()
+    with pytest.raises(InputError, match="context belongs to user messages"):
+        Message("assistant", "x", context=(describe(1, "n"),))

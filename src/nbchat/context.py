@@ -44,6 +44,7 @@ __all__ = [
     "ContextImage",
     "ContextItem",
     "content_parts",
+    "context_line",
     "describe",
     "estimate_tokens",
     "items_from_message",
@@ -176,6 +177,11 @@ def content_parts(text: str, items: Iterable[ContextItem]) -> list[dict[str, Any
         if item.image is not None:
             parts.append({"type": "image_url", "image_url": {"url": item.image.data_url}})
     return parts
+
+
+def context_line(items: Iterable[ContextItem]) -> str:
+    """The small line a person sees: ``context: df (DataFrame 1,000,000×12), fig (Figure)``."""
+    return "context: " + ", ".join(item.summary for item in items)
 
 
 def items_from_message(message: Mapping[str, Any]) -> list[ContextItem]:
