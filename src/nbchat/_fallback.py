@@ -44,9 +44,7 @@ def demo_endpoint(settings: Settings) -> Settings:
     from .testing import demo_server
 
     return settings.with_(
-        base_url=demo_server().url,
-        provider="openai",
-        model=settings.model or DEMO_MODEL,
+        base_url=demo_server().url, provider="openai", model=settings.model or DEMO_MODEL,
         origin="demo",
     )
 

@@ -91,11 +91,7 @@ class OutputHandle:
         self.update(obj, **kwargs)
 
     def update(
-        self,
-        obj: object,
-        *,
-        raw: bool = False,
-        metadata: dict[str, Any] | None = None,
+        self, obj: object, *, raw: bool = False, metadata: dict[str, Any] | None = None,
         **_: Any,
     ) -> None:
         """Show ``obj`` (or, with ``raw``, the mimebundle ``obj``) instead of what was there."""
@@ -219,8 +215,7 @@ def pending_prompts(thread_id: int | None = None) -> list[ToolPrompt]:
     kernel) is locked on the way, so it stops offering its buttons.
     """
     prompts = [
-        prompt
-        for prompt in list(_LIVE_PROMPTS.values())
+        prompt for prompt in list(_LIVE_PROMPTS.values())
         if thread_id is None or prompt.call.thread_id == thread_id
     ]
     return [prompt for prompt in prompts if prompt.refresh()]
@@ -258,8 +253,7 @@ class ToolPrompt(widgets.VBox):
         super().__init__(
             self._build(prompt),
             layout=widgets.Layout(
-                margin="6px 0",
-                padding="2px 0 2px 10px",
+                margin="6px 0", padding="2px 0 2px 10px",
                 border_left="3px solid var(--jp-brand-color1, #1976d2)",
             ),
         )

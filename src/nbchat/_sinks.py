@@ -60,11 +60,8 @@ class TurnView:
         elif kind is ToolCallRequested:
             self._tool(event.call, "…", done=False)
         elif kind is ToolResult:
-            outcome = (
-                f"✗ {_first_line(event.output)}"
-                if event.is_error
-                else (f"→ {len(event.output)} chars")
-            )
+            outcome = f"✗ {_first_line(event.output)}" if event.is_error else (
+                f"→ {len(event.output)} chars")
             self._tool(event.call, outcome)
         elif kind is ToolCallPending:
             self.pending.append(_pending_call(event))
@@ -125,12 +122,8 @@ class TurnView:
         # The engine's text when it said it: a resumed turn's includes what came before.
         return dict(
             text=self.answer if self.final_text is None else self.final_text,
-            status=self.status,
-            thread_id=self.thread_id,
-            turn=self.turn,
-            model=self.model,
-            pending=tuple(self.pending),
-            error=self.error,
+            status=self.status, thread_id=self.thread_id, turn=self.turn, model=self.model,
+            pending=tuple(self.pending), error=self.error,
         )
 
 
@@ -260,10 +253,6 @@ def _pending_call(event: ToolCallPending) -> PendingCall:
     except ValueError:
         arguments = {}
     return PendingCall(
-        event.thread_id or 0,
-        event.turn,
-        event.call.id,
-        event.call.name,
-        arguments if isinstance(arguments, dict) else {},
-        dict(event.prompt),
+        event.thread_id or 0, event.turn, event.call.id, event.call.name,
+        arguments if isinstance(arguments, dict) else {}, dict(event.prompt),
     )

@@ -24,13 +24,8 @@ _STATUS_NOTES = {
 def threads_table(threads: Sequence[ThreadInfo], current: int | None) -> tuple[str, str]:
     """The threads as a Markdown table and as plain text; ``*`` marks the current one."""
     rows = [
-        (
-            f"{t.id}{' *' if t.id == current else ''}",
-            t.title or "(untitled)",
-            t.model,
-            str(t.turns),
-            _when(t.updated),
-        )
+        (f"{t.id}{' *' if t.id == current else ''}", t.title or "(untitled)", t.model,
+         str(t.turns), _when(t.updated))
         for t in threads
     ]
     head = ("id", "title", "model", "turns", "updated")
@@ -45,10 +40,8 @@ def threads_table(threads: Sequence[ThreadInfo], current: int | None) -> tuple[s
 
 def thread_markdown(thread: Thread) -> str:
     """A thread's conversation: its title, then each question and answer."""
-    parts = [
-        f"### {_inline(thread.title or 'Untitled')}",
-        f"_thread {thread.id} · {_inline(thread.model)} · {len(thread.turns)} turns_",
-    ]
+    parts = [f"### {_inline(thread.title or 'Untitled')}",
+             f"_thread {thread.id} · {_inline(thread.model)} · {len(thread.turns)} turns_"]
     if thread.system:
         parts.append(f"**System:** {thread.system}")
     for turn in thread.turns:

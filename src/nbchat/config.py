@@ -123,7 +123,8 @@ def parse_history_limit(value: object, *, source: str = ENV_HISTORY_LIMIT) -> in
         limit = int(str(value).strip())
     except ValueError:
         raise ConfigError(
-            f"{source} must be a whole number of messages, got {value!r}; unset it for no limit"
+            f"{source} must be a whole number of messages, got {value!r}; "
+            f"unset it for no limit"
         ) from None
     if limit < 0:
         raise ConfigError(f"{source} must be 0 or more (0 means no limit), got {limit}")

@@ -57,8 +57,7 @@ class ChatMagics(Magics):
     user = Unicode(None, allow_none=True, help="Whose threads.").tag(config=True)
     system = Unicode(None, allow_none=True, help="System prompt of new threads.").tag(config=True)
     live = Bool(
-        None,
-        allow_none=True,
+        None, allow_none=True,
         help="True: stream answers live; False: render them once, at the end; "
         "None: live when a person is at the notebook, once under nbclient/nbval.",
     ).tag(config=True)
@@ -84,33 +83,20 @@ class ChatMagics(Magics):
     def chat(self) -> Chat:
         """The Chat these magics use, rebuilt when a setting or NBCHAT_* variable changes."""
         tools = self._user_tools()
-        key = (
-            self.model,
-            self.base_url,
-            self.provider,
-            self.store,
-            self.user,
-            _environment(),
-            tuple(map(id, tools)),
-            tuple(self.permissions),
-        )
+        key = (self.model, self.base_url, self.provider, self.store, self.user, _environment(),
+               tuple(map(id, tools)), tuple(self.permissions))
         if self._chat is None or key != self._chat_key:
             from .chat import Chat
 
             old = self._chat
             self._chat = Chat(
-                model=self.model or None,
-                base_url=self.base_url or None,
-                provider=self.provider or None,
-                store=self.store or None,
-                user=self.user or None,
-                tools=tools,
-                permissions=self.permissions,
+                model=self.model or None, base_url=self.base_url or None,
+                provider=self.provider or None, store=self.store or None, user=self.user or None,
+                tools=tools, permissions=self.permissions,
             )
             self._chat_key = key
             if old is not None and (old.store.path, old.user) != (
-                self._chat.store.path,
-                self._chat.user,
+                self._chat.store.path, self._chat.user
             ):
                 self.thread_id = None  # the current thread was another store's or user's
         return self._chat
@@ -129,82 +115,39 @@ class ChatMagics(Magics):
 
     @magic_arguments(name="chat")
     @argument_group("Asking")
-    @argument(
-        "-t",
-        "--thread",
-        type=int,
-        metavar="ID",
-        help="Ask in thread ID (this time only; --use switches).",
-    )
-    @argument(
-        "-n",
-        "--new",
-        action="store_true",
-        help="Start a new thread and make it current (alone: just start it).",
-    )
-    @argument(
-        "-m",
-        "--model",
-        metavar="MODEL",
-        help="The model: of the new thread, or for this question only.",
-    )
-    @argument(
-        "-s",
-        "--system",
-        metavar="SYSTEM",
-        help="Start a new thread with this system prompt (with -H: for this question).",
-    )
-    @argument(
-        "-H",
-        "--history",
-        metavar="VAR",
-        help="Ask with the ChatHistory in variable VAR; no thread is touched.",
-    )
+    @argument("-t", "--thread", type=int, metavar="ID",
+              help="Ask in thread ID (this time only; --use switches).")
+    @argument("-n", "--new", action="store_true",
+              help="Start a new thread and make it current (alone: just start it).")
+    @argument("-m", "--model", metavar="MODEL",
+              help="The model: of the new thread, or for this question only.")
+    @argument("-s", "--system", metavar="SYSTEM",
+              help="Start a new thread with this system prompt (with -H: for this question).")
+    @argument("-H", "--history", metavar="VAR",
+              help="Ask with the ChatHistory in variable VAR; no thread is touched.")
     @argument("--no-stream", action="store_true", help="Render the answer once, at the end.")
     @argument("--no-interpolate", action="store_true", help="Send {braces} exactly as typed.")
-    @argument(
-        "--code",
-        action="store_true",
-        help="Put the answer's first code block into a new cell below.",
-    )
-    @argument(
-        "--error",
-        action="store_true",
-        help="Ask about the last exception of this session (with its traceback).",
-    )
+    @argument("--code", action="store_true",
+              help="Put the answer's first code block into a new cell below.")
+    @argument("--error", action="store_true",
+              help="Ask about the last exception of this session (with its traceback).")
     @argument_group("Threads")
     @argument("--list", action="store_true", help="List your threads.")
-    @argument(
-        "--show",
-        nargs="?",
-        const="",
-        metavar="ID",
-        help="Show a thread's conversation (the current one without ID).",
-    )
+    @argument("--show", nargs="?", const="", metavar="ID",
+              help="Show a thread's conversation (the current one without ID).")
     @argument("--use", type=int, metavar="ID", help="Make thread ID the current thread.")
     @argument("--rename", type=int, metavar="ID", help="Retitle thread ID: --rename ID TITLE.")
     @argument("--delete", type=int, metavar="ID", help="Delete thread ID.")
-    @argument(
-        "--export",
-        nargs=2,
-        metavar=("ID", "PATH"),
-        help="Write thread ID to PATH: .md (Markdown) or .ipynb (a notebook).",
-    )
+    @argument("--export", nargs=2, metavar=("ID", "PATH"),
+              help="Write thread ID to PATH: .md (Markdown) or .ipynb (a notebook).")
     @argument_group("Other")
     @argument("--models", action="store_true", help="List the models the endpoint offers.")
     @argument("--panel", action="store_true", help="Open the chat panel widget.")
-    @argument(
-        "--answer",
-        action="store_true",
-        help="Answer a waiting client-tool call: --answer [CALL] VALUE.",
-    )
+    @argument("--answer", action="store_true",
+              help="Answer a waiting client-tool call: --answer [CALL] VALUE.")
     @argument("-h", "--help", action="store_true", help="Show this help.")
-    @argument(
-        "text",
-        nargs="*",
-        metavar="QUESTION",
-        help="The question: the rest of the line, or the cell body (exactly as typed).",
-    )
+    @argument("text", nargs="*", metavar="QUESTION",
+              help="The question: the rest of the line, or the cell body (exactly as typed).")
     @line_cell_magic("chat")  # type: ignore[arg-type]  # IPython types its name form as Never
     def chat_magic(self, line: str, cell: str | None = None) -> RenderResult | None:
         """Chat with an LLM in threads that are kept.
@@ -247,11 +190,8 @@ class ChatMagics(Magics):
 
     # -- dispatch ---------------------------------------------------------------
     def _run(self, line: str, cell: str | None) -> RenderResult | None:
-        words, text = (
-            split_options(line, self._arity)
-            if line.lstrip().startswith("-")
-            else ([], line.strip())
-        )
+        words, text = split_options(line, self._arity) if line.lstrip().startswith("-") else (
+            [], line.strip())
         opts = self.chat_magic.parser.parse_args(words)
         if opts.help:
             print(self.chat_magic.__doc__)
@@ -269,10 +209,8 @@ class ChatMagics(Magics):
             if opts.new or opts.system is not None:
                 self._new_thread(opts)
                 return None
-            raise UsageError(
-                "ask something: %chat QUESTION, or %%chat with the question "
-                "in the cell; see %chat? for the options"
-            )
+            raise UsageError("ask something: %chat QUESTION, or %%chat with the question "
+                             "in the cell; see %chat? for the options")
         return self._ask(text, opts)
 
     def _arity(self, word: str) -> int | None:
@@ -320,9 +258,7 @@ class ChatMagics(Magics):
 
     def _render(self, events: Any, opts: Any) -> RenderResult:
         renderer = TurnRenderer(
-            mode=self._mode(opts.no_stream),
-            chat=self.chat,
-            show_error=False,
+            mode=self._mode(opts.no_stream), chat=self.chat, show_error=False,
             max_updates_per_second=self.max_updates_per_second,
         )
         result = renderer.render(events)
@@ -340,19 +276,15 @@ class ChatMagics(Magics):
         done = interpolate(text, self.shell.user_ns if self.shell is not None else {})
         if done.unresolved:
             names = ", ".join(done.unresolved)
-            print(
-                f"nbchat: not defined here, sent as typed: {names} "
-                f"(--no-interpolate sends all braces as typed)",
-                file=sys.stderr,
-            )
+            print(f"nbchat: not defined here, sent as typed: {names} "
+                  f"(--no-interpolate sends all braces as typed)", file=sys.stderr)
         return done.text
 
     def _thread_for(self, opts: Any) -> int:
         if opts.thread is not None:
             if opts.new or opts.system is not None:
-                raise UsageError(
-                    "-t asks in an existing thread; -n and -s start a new one: use one or the other"
-                )
+                raise UsageError("-t asks in an existing thread; -n and -s start a new one: "
+                                 "use one or the other")
             return int(opts.thread)
         if opts.new or opts.system is not None or self.thread_id is None:
             self.thread_id = self.chat.new_thread(
@@ -365,15 +297,11 @@ class ChatMagics(Magics):
 
         found, value = resolve(name, self.shell.user_ns if self.shell is not None else {})
         if not found:
-            raise UsageError(
-                f"-H {name}: no such variable in this notebook; "
-                f"make one with {name} = nbchat.ChatHistory()"
-            )
+            raise UsageError(f"-H {name}: no such variable in this notebook; "
+                             f"make one with {name} = nbchat.ChatHistory()")
         if not isinstance(value, ChatHistory):
-            raise UsageError(
-                f"-H {name}: {name} is a {type(value).__name__}, not a "
-                f"ChatHistory; see chat.history(thread_id) or nbchat.ChatHistory()"
-            )
+            raise UsageError(f"-H {name}: {name} is a {type(value).__name__}, not a "
+                             f"ChatHistory; see chat.history(thread_id) or nbchat.ChatHistory()")
         if system is not None:
             value = value.copy()
             value.system = system
@@ -382,9 +310,8 @@ class ChatMagics(Magics):
     def _error_question(self, text: str, opts: Any) -> str:
         error = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
         if error is None:
-            raise UsageError(
-                "no exception in this session yet; run the failing cell, then %chat --error"
-            )
+            raise UsageError("no exception in this session yet; run the failing cell, "
+                             "then %chat --error")
         tb = getattr(sys, "last_traceback", None) or error.__traceback__
         lines = "".join(traceback.format_exception(type(error), error, tb)).rstrip()
         question = ERROR_PROMPT.format(traceback=lines[-MAX_TRACEBACK_CHARS:])
@@ -409,10 +336,8 @@ class ChatMagics(Magics):
         if thread is None:
             threads = sorted({call.thread_id for call in calls})
             if len(threads) > 1:
-                raise UsageError(
-                    f"calls wait for an answer in threads {threads}; "
-                    f"say which: %chat -t ID --answer VALUE"
-                )
+                raise UsageError(f"calls wait for an answer in threads {threads}; "
+                                 f"say which: %chat -t ID --answer VALUE")
             thread = threads[0] if threads else None
         if thread is None:
             raise UsageError("no client-tool call is waiting for an answer")
@@ -444,11 +369,8 @@ class ChatMagics(Magics):
 
         thread = self.chat.store.get(self._thread_arg(opts.show))
         markdown = thread_markdown(thread)
-        display(
-            {"text/markdown": markdown, "text/plain": markdown},
-            raw=True,
-            metadata={"nbchat": {"thread": thread.id}},
-        )
+        display({"text/markdown": markdown, "text/plain": markdown}, raw=True,
+                metadata={"nbchat": {"thread": thread.id}})
 
     def _cmd_use(self, opts: Any, text: str) -> None:
         thread = self.chat.store.get(opts.use)
@@ -481,8 +403,7 @@ class ChatMagics(Magics):
         thread = self.chat.store.get(self._thread_arg(thread_id))
         path = Path(target).expanduser()
         writers = {
-            ".md": lambda: thread_markdown(thread) + "\n",
-            ".ipynb": lambda: thread_json(thread),
+            ".md": lambda: thread_markdown(thread) + "\n", ".ipynb": lambda: thread_json(thread)
         }
         if path.suffix.lower() not in writers:
             raise UsageError(f"export to a .md or .ipynb file, not {path.name!r}")
@@ -502,9 +423,8 @@ class ChatMagics(Magics):
     def _thread_arg(self, value: object) -> int:
         if value in (None, ""):
             if self.thread_id is None:
-                raise UsageError(
-                    "no current thread; pick one with %chat --use ID (see %chat --list)"
-                )
+                raise UsageError("no current thread; pick one with %chat --use ID "
+                                 "(see %chat --list)")
             return self.thread_id
         try:
             return int(str(value))
@@ -563,9 +483,8 @@ def _echoed(shell: Any) -> bool:
 def _environment() -> tuple[tuple[str, str], ...]:
     """The environment variables a Chat reads, to notice ``%env`` changes."""
     names = ("OPENAI_API_KEY", "JUPYTERHUB_USER")
-    return tuple(
-        sorted((k, v) for k, v in os.environ.items() if k.startswith("NBCHAT_") or k in names)
-    )
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("NBCHAT_")
+                        or k in names))
 
 
 def _unquote_value(text: str) -> str:

@@ -147,9 +147,7 @@ class RenderResult:
     def metadata(self) -> dict[str, Any]:
         return {
             "nbchat": {
-                "thread": self.thread_id,
-                "turn": self.turn,
-                "model": self.model,
+                "thread": self.thread_id, "turn": self.turn, "model": self.model,
                 "status": self.status,
             }
         }
@@ -158,16 +156,14 @@ class RenderResult:
         """The same outcome as :meth:`nbchat.Chat.ask` returns it."""
         from .chat import Answer
 
-        return Answer(
-            self.text, self.thread_id, self.turn, self.status, self.model, pending=self.pending
-        )
+        return Answer(self.text, self.thread_id, self.turn, self.status, self.model,
+                      pending=self.pending)
 
     def _ipython_display_(self) -> None:
         if self.shown_in is not None and self.shown_in == execution_marker():
             return
-        display(
-            {"text/markdown": self.text, "text/plain": self.text}, raw=True, metadata=self.metadata
-        )
+        display({"text/markdown": self.text, "text/plain": self.text}, raw=True,
+                metadata=self.metadata)
 
 
 class TurnRenderer:
@@ -196,10 +192,8 @@ class TurnRenderer:
     def render(self, events: Iterable[Any]) -> RenderResult:
         """Consume ``events`` and render them; the outcome (never raises NbchatError)."""
         mode = self.mode or detect_mode()
-        sink: Sink = (
-            TextSink()
-            if mode == "text"
-            else DisplaySink(self.handle, live=mode == "live", rate=self.max_updates_per_second)
+        sink: Sink = TextSink() if mode == "text" else DisplaySink(
+            self.handle, live=mode == "live", rate=self.max_updates_per_second
         )
         turn = TurnView(sink)
         try:
@@ -247,12 +241,8 @@ class TurnRenderer:
     def _factory(self) -> Callable[[], TurnRenderer]:
         def factory() -> TurnRenderer:
             return TurnRenderer(
-                mode=self.mode,
-                chat=self.chat,
-                metadata=self.metadata,
-                reserve=True,
-                max_updates_per_second=self.max_updates_per_second,
-                show_error=self.show_error,
+                mode=self.mode, chat=self.chat, metadata=self.metadata, reserve=True,
+                max_updates_per_second=self.max_updates_per_second, show_error=self.show_error,
             )
 
         return factory
@@ -270,12 +260,8 @@ def render_turn(
 ) -> RenderResult:
     """Render one turn's events into the current cell; see the module docstring."""
     renderer = TurnRenderer(
-        mode=mode,
-        handle=handle,
-        chat=chat,
-        metadata=metadata,
-        max_updates_per_second=max_updates_per_second,
-        show_error=show_error,
+        mode=mode, handle=handle, chat=chat, metadata=metadata,
+        max_updates_per_second=max_updates_per_second, show_error=show_error,
     )
     return renderer.render(events)
 

@@ -177,11 +177,8 @@ class ChatPanel(widgets.VBox):
         scroll = column(
             [self.prompt_area, self.live.output, self.conversation.output],
             layout=widgets.Layout(
-                flex_flow="column-reverse",
-                max_height="32em",
-                overflow="auto",
-                padding="0 8px",
-                border="1px solid var(--jp-border-color2, #ddd)",
+                flex_flow="column-reverse", max_height="32em", overflow="auto",
+                padding="0 8px", border="1px solid var(--jp-border-color2, #ddd)",
             ),
         )
         send_row = row([self.send_button], layout=widgets.Layout(justify_content="flex-end"))
@@ -419,9 +416,7 @@ def _button(
     description: str, callback: Callable[[widgets.Button], Any], **kwargs: Any
 ) -> widgets.Button:
     button = widgets.Button(
-        description=description,
-        tooltip=description,
-        layout=widgets.Layout(width="auto"),
+        description=description, tooltip=description, layout=widgets.Layout(width="auto"),
         **kwargs,
     )
     button.on_click(callback)
