@@ -231,6 +231,7 @@ def test_the_first_question_starts_a_thread_and_later_ones_continue_it(
     run("%chat first")
     run("%chat second")
     assert [len(r.messages) for r in asked(server)] == [1, 3]
+    assert ip.magics_manager.registry["ChatMagics"].chat.wait_for_titles(10)
     (info,) = store(tmp_path).threads()
     assert info.turns == 2 and info.title  # titled after the first answer
     assert ip.magics_manager.registry["ChatMagics"].thread_id == info.id
@@ -434,7 +435,8 @@ def test_a_suspended_turn_says_how_to_answer_and_answer_resumes_it(
     ran = run("%chat paint the shed")
     assert ran.out == (
         "Let me ask.\n🔧 choose waits for your answer\n⏸ waiting for your answer\n"
-        "To answer 'choose' (one of: red, blue), run: %chat -t 1 --answer VALUE\n"
+        "❓ choose: Which colour? (one of: red, blue)\n"
+        "   answer with: %chat -t 1 --answer VALUE\n"
     )
     assert usage_error(run("%chat --answer purple")) == (
         "'purple' is not one of the options: red, blue; answer with one of them or its "
@@ -470,7 +472,7 @@ def test_answer_names_the_call_when_several_wait(
         Reply("Done.", after_tool="confirm"),
     )
     ran = run("%chat paint")
-    hints = [line for line in ran.out.splitlines() if line.startswith("To answer")]
+    hints = [line for line in ran.out.splitlines() if "answer with:" in line]
     assert len(hints) == 2 and "--answer call_" in hints[0]
     calls = [line.split("--answer ")[1].split()[0] for line in hints]
     run(f"%chat --answer {calls[0]} red")

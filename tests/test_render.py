@@ -29,6 +29,7 @@ from nbchat.events import (
     TurnStarted,
     UsageReported,
 )
+from nbchat.records import Prompt
 from nbchat.render import (
     RenderResult,
     TurnRenderer,
@@ -319,8 +320,9 @@ def test_a_failed_tool_shows_its_error_line() -> None:
 def suspended() -> list[Any]:
     return [
         TurnStarted(3, 1, "m"), TextDelta("Let me ask."), ToolCallRequested(CHOOSE),
-        ToolCallPending(3, 1, CHOOSE, {"kind": "choice", "question": "Which?",
-                                       "options": ["a", "b"]}),
+        ToolCallPending(PendingCall(3, 1, "call_2", "choose",
+                                    {"question": "Which?", "options": ["a", "b"]},
+                                    Prompt("choice", "Which?", ("a", "b")))),
         TurnFinished(3, 1, "Let me ask.", "suspended", "m"),
     ]
 
@@ -334,21 +336,23 @@ def test_a_suspended_turn_renders_and_says_how_to_answer(
         "Let me ask.\n\n🔧 `choose` waits for your answer\n\n_⏸ waiting for your answer_"
     )
     assert capsys.readouterr().out == (
-        "To answer 'choose' (one of: a, b), run: %chat -t 3 --answer VALUE\n"
+        "❓ choose: Which? (one of: a, b)\n"
+        "   answer with: %chat -t 3 --answer VALUE\n"
     )
     assert result.status == "suspended"
     assert result.pending == (PendingCall(3, 1, "call_2", "choose",
                                           {"question": "Which?", "options": ["a", "b"]},
-                                          {"kind": "choice", "question": "Which?",
-                                           "options": ["a", "b"]}),)
+                                          Prompt("choice", "Which?", ("a", "b"))),)
 
 
 def test_answer_hints_name_the_call_when_several_wait() -> None:
-    calls = [PendingCall(3, 1, "call_1", "confirm", {}, {}),
-             PendingCall(3, 1, "call_2", "ask_user", {}, {})]
+    calls = [PendingCall(3, 1, "call_1", "confirm", {}, Prompt("confirm", "Go on?")),
+             PendingCall(3, 1, "call_2", "ask_user", {}, Prompt("text", "Your name?"))]
     assert answer_hints(calls) == [
-        "To answer 'confirm', run: %chat -t 3 --answer call_1 VALUE",
-        "To answer 'ask_user', run: %chat -t 3 --answer call_2 VALUE",
+        "❓ confirm: Go on? (yes or no)",
+        "   answer with: %chat -t 3 --answer call_1 VALUE",
+        "❓ ask_user: Your name?",
+        "   answer with: %chat -t 3 --answer call_2 VALUE",
     ]
 
 

@@ -259,7 +259,7 @@ class ChatMagics(Magics):
     def _render(self, events: Any, opts: Any) -> RenderResult:
         renderer = TurnRenderer(
             mode=self._mode(opts.no_stream), chat=self.chat, show_error=False,
-            max_updates_per_second=self.max_updates_per_second,
+            max_updates_per_second=self.max_updates_per_second, prompts=_show_prompts,
         )
         result = renderer.render(events)
         result.shown_in = execution_marker()
@@ -430,6 +430,13 @@ class ChatMagics(Magics):
             return int(str(value))
         except ValueError:
             raise UsageError(f"thread ids are numbers, got {value!r}; see %chat --list") from None
+
+
+def _show_prompts(chat: Chat, calls: list[Any], **kwargs: Any) -> None:
+    """Widget prompts for a suspended turn (ipywidgets loads only when one suspends)."""
+    from ._prompts import show_tool_prompts
+
+    show_tool_prompts(chat, calls, **kwargs)
 
 
 def load(ipython: Any) -> None:

@@ -13,7 +13,6 @@ written into widgets it owns, never with ``display``.
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -255,7 +254,10 @@ class ChatPanel(widgets.VBox):
             with hosting(self):
                 # Live even when no person clicked: widget state is not what nbval
                 # compares, and only a live renderer offers the prompts of a suspension.
-                result = render_turn(events, mode="live", handle=self.live, chat=self.chat)  # type: ignore[arg-type]
+                result = render_turn(
+                    events, mode="live", handle=self.live, chat=self.chat,  # type: ignore[arg-type]
+                    prompts=show_tool_prompts,
+                )
         finally:
             self.send_button.disabled = False
         self.prompt_area.children = tuple(
@@ -375,37 +377,25 @@ def conversation_markdown(thread: Thread) -> str:
 
 def _answer_markdown(turn: Turn) -> str:
     """The answer's text rounds, with each client-tool question and the person's answer."""
-    questions: dict[str, str] = {}
+    answers = {done.call_id: done for done in turn.answered}
     parts: list[str] = []
     for message in turn.messages:
         if message.get("role") == "assistant":
             parts.append(str(message.get("content") or "").strip())
-            for call in message.get("tool_calls") or []:
-                questions[call.get("id", "")] = _question(call)
-        elif message.get("role") == "tool":
-            answer = _client_answer(str(message.get("content", "")))
-            if answer is not None:
-                question = questions.get(message.get("tool_call_id", ""), "")
-                parts.append(f"> *{question}* → **{answer}**" if question else f"> **{answer}**")
+        elif message.get("role") == "tool" and message.get("tool_call_id") in answers:
+            done = answers[message["tool_call_id"]]
+            question = " ".join(done.question.split())
+            answer = _escape_inline(done.shown)
+            parts.append(f"> *{question}* → **{answer}**" if question else f"> **{answer}**")
     text = "\n\n".join(part for part in parts if part)
     # Messages are written when a turn ends; while it streams, only the answer is.
     return text if text and turn.status != "streaming" else turn.answer
 
 
-def _question(call: dict[str, Any]) -> str:
-    try:
-        arguments = json.loads(call.get("function", {}).get("arguments") or "{}")
-    except ValueError:
-        return ""
-    question = arguments.get("question") if isinstance(arguments, dict) else None
-    return " ".join(str(question).split()) if question else ""
-
-
-def _client_answer(output: str) -> str | None:
-    """The person's answer in a client tool's output, or None for other tools' outputs."""
-    if not output.startswith("<answer>\n") or "\n</answer>" not in output:
-        return None
-    return " ".join(output[len("<answer>\n") : output.index("\n</answer>")].split())
+def _escape_inline(text: str) -> str:
+    for char in "\\`*_[]<>#|":
+        text = text.replace(char, "\\" + char)
+    return text
 
 
 def _label(title: str, thread_id: int) -> str:
