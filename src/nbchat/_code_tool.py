@@ -67,6 +67,8 @@ class RunCode(ClientTool):
         "additionalProperties": False,
     }
 
+    acts_on_answer = True
+
     def __init__(self, runner: Runner, *, approval: str = "always") -> None:
         self.runner = runner
         self.approval = effective_approval(approval)

@@ -26,6 +26,7 @@ from typing import Any
 
 from ._turn import NullRecorder, TurnSpec, run_turn
 from .config import Settings, resolve
+from .context import as_items
 from .errors import (
     InputError,
     InvalidToolArguments,
@@ -50,6 +51,7 @@ from .records import AnsweredCall, PendingCall
 from .store import Store, Thread, ThreadInfo, ThreadStore, Turn
 from .tools import BUILTIN_CLIENT_TOOLS, ClientTool, Toolbox, ToolContext
 
+ACTING_OUTPUT = "(the answer was accepted; its result is being computed)"
 TITLE_PROMPT = (
     "You name conversations. When asked, write a conversation title of 3 to 5 words "
     "that says what the conversation is about."
@@ -274,7 +276,12 @@ class _Engine:
         return self.llm.list_models()
 
     def _history_turn(
-        self, question: str, history: ChatHistory, model: str | None, update: bool
+        self,
+        question: str,
+        history: ChatHistory,
+        model: str | None,
+        update: bool,
+        attached: Iterable[Any] = (),
     ) -> TurnStream:
         _check_text(question, "question")
         if not isinstance(history, ChatHistory):
@@ -283,7 +290,7 @@ class _Engine:
                 f"build one with nbchat.ChatHistory()"
             )
         context = history.copy()
-        context.chat_as_user(question)
+        context.chat_as_user(question, context=as_items(attached))
         spec = TurnSpec(
             llm=self.llm,
             model=model or self.llm.default_model(),
@@ -429,11 +436,21 @@ class Chat(_Engine):
         thread = self.store.get(thread_id)
         return self._thread_history(thread, upto=len(thread.turns), clean=False)
 
-    def ask(self, thread_id: int, query: str, *, model: str | None = None) -> Answer:
-        """Save the query, stream the answer, append it; the Answer (raises if the turn failed)."""
-        return self.iter_ask(thread_id, query, model=model).result()
+    def ask(
+        self, thread_id: int, query: str, *, model: str | None = None, context: Any = ()
+    ) -> Answer:
+        """Save the query, stream the answer, append it; the Answer (raises if the turn failed).
 
-    def iter_ask(self, thread_id: int, query: str, *, model: str | None = None) -> TurnStream:
+        ``context`` attaches objects to the question, sent apart from its text
+        and kept with the turn: :class:`~nbchat.context.ContextItem` objects,
+        ``(name, object)`` pairs or a ``{name: object}`` dict (each object is
+        described with :func:`nbchat.context.describe`).
+        """
+        return self.iter_ask(thread_id, query, model=model, context=context).result()
+
+    def iter_ask(
+        self, thread_id: int, query: str, *, model: str | None = None, context: Any = ()
+    ) -> TurnStream:
         """Like :meth:`ask`, as a stream of events. The query is saved before this returns.
 
         A client-tool call still waiting in the thread is closed first (the
@@ -444,9 +461,10 @@ class Chat(_Engine):
         thread = self.store.get(thread_id)
         abandoned = self._abandon_pending(thread)
         model = model or thread.model
-        turn = self.store.start_turn(thread_id, query, model=model)
+        items = as_items(context)
+        turn = self.store.start_turn(thread_id, query, model=model, context=items)
         history = self._thread_history(thread, upto=len(thread.turns))
-        history.chat_as_user(query)
+        history.chat_as_user(query, context=items)
         events = self._run(thread, turn, history.messages, model)
         return TurnStream(_chain([ToolCallAbandoned(call) for call in abandoned], events))
 
@@ -466,25 +484,38 @@ class Chat(_Engine):
             pending=[],
         )  # fmt: skip
         history = self._thread_history(thread, upto=last)
-        history.chat_as_user(thread.turns[last].query)
+        history.chat_as_user(thread.turns[last].query, context=thread.turns[last].context)
         model = thread.turns[last].model or thread.model
         events = self._run(thread, last, history.messages, model, messages=messages, text=text)
         return TurnStream(events).result()
 
     def ask_with_history(
-        self, question: str, history: ChatHistory, model: str | None = None, *, update: bool = False
+        self,
+        question: str,
+        history: ChatHistory,
+        model: str | None = None,
+        *,
+        update: bool = False,
+        context: Any = (),
     ) -> Answer:
         """Ask with ``history`` as the context for this one request; no thread is touched.
 
-        The history is left as it was unless ``update`` is true.
+        The history is left as it was unless ``update`` is true. ``context``
+        attaches objects to the question, as in :meth:`ask`.
         """
-        return self._history_turn(question, history, model, update).result()
+        return self._history_turn(question, history, model, update, context).result()
 
     def iter_ask_with_history(
-        self, question: str, history: ChatHistory, model: str | None = None, *, update: bool = False
+        self,
+        question: str,
+        history: ChatHistory,
+        model: str | None = None,
+        *,
+        update: bool = False,
+        context: Any = (),
     ) -> TurnStream:
         """:meth:`ask_with_history` as a stream of events."""
-        return self._history_turn(question, history, model, update)
+        return self._history_turn(question, history, model, update, context)
 
     # -- client tools ----------------------------------------------------------
     def pending_calls(self, thread_id: int | None = None) -> list[PendingCall]:
@@ -527,24 +558,48 @@ class Chat(_Engine):
         context = ToolContext(self.user, thread.user, self.permissions, thread_id)
         tool.check_requirements(context, call.arguments)
         answer = tool.parse_response(call.arguments, response)
-        output = tool.get_tool_output(call.arguments, answer)
+        acts = tool.acts_on_answer  # its output has effects: act only once the claim is won
+        output = ACTING_OUTPUT if acts else tool.get_tool_output(call.arguments, answer)
         record = AnsweredCall(
             call.call_id, call.tool, call.prompt.question, answer, self.user, time.time()
         )
         turn = self.store.claim_call(
             thread_id, call.turn, call.call_id, output=output, answer=record
         )
+        if acts:
+            output, turn = self._act_on_answer(call, tool, answer)
         result = ToolResult(call.call, output)
         if turn.status == "suspended":
             finished = TurnFinished(thread_id, call.turn, turn.answer, "suspended", thread.model)
             return TurnStream(iter([result, *map(ToolCallPending, turn.pending), finished]))
         history = self._thread_history(thread, upto=call.turn)
-        history.chat_as_user(turn.query)
+        history.chat_as_user(turn.query, context=turn.context)
         events = self._run(
             thread, call.turn, history.messages, turn.model or thread.model,
             messages=turn.messages, text=turn.answer,
         )  # fmt: skip
         return TurnStream(_chain([result], events))
+
+    def _act_on_answer(
+        self, call: PendingCall, tool: ClientTool, answer: object
+    ) -> tuple[str, Turn]:
+        """Compute a claimed answer's output (it runs code, say) and put it in the turn."""
+        try:
+            output = tool.get_tool_output(call.arguments, answer)
+        except KeyboardInterrupt:
+            turn = self._set_tool_output(call, "The user interrupted the run; it did not finish.")
+            if turn.status == "streaming":
+                self.store.update_turn(call.thread_id, call.turn, status="interrupted")
+            raise
+        return output, self._set_tool_output(call, output)
+
+    def _set_tool_output(self, call: PendingCall, output: str) -> Turn:
+        turn = self.store.get(call.thread_id).turns[call.turn]
+        messages = [
+            {**m, "content": output} if m.get("tool_call_id") == call.call_id else m
+            for m in turn.messages
+        ]
+        return self.store.update_turn(call.thread_id, call.turn, messages=messages)
 
     def wait_for_titles(self, timeout: float | None = None) -> bool:
         """Wait until the titles this Chat is generating are saved; False on timeout."""
@@ -601,7 +656,7 @@ class Chat(_Engine):
         for turn in thread.turns[:upto]:
             if turn.status == "failed" and not turn.answer:
                 continue
-            history.chat_as_user(turn.query)
+            history.chat_as_user(turn.query, context=turn.context)
             for message in _closed(turn):
                 history.append(message)
         if clean:

@@ -43,6 +43,7 @@ __all__ = [
     "DEFAULT_BUDGET",
     "ContextImage",
     "ContextItem",
+    "as_items",
     "content_parts",
     "context_line",
     "describe",
@@ -177,6 +178,29 @@ def content_parts(text: str, items: Iterable[ContextItem]) -> list[dict[str, Any
         if item.image is not None:
             parts.append({"type": "image_url", "image_url": {"url": item.image.data_url}})
     return parts
+
+
+def as_items(context: Any, budget: int = DEFAULT_BUDGET) -> list[ContextItem]:
+    """Context as given to ``Chat.ask``: items, ``(name, object)`` pairs or a ``{name: object}``.
+
+    A list holds items, pairs or bare objects (described under their type's
+    name); anything else is one bare object.
+    """
+    if isinstance(context, Mapping):
+        pairs: Iterable[Any] = context.items()
+    elif isinstance(context, (list, tuple)):
+        pairs = context
+    else:
+        pairs = [context]
+    items: list[ContextItem] = []
+    for entry in pairs:
+        if isinstance(entry, ContextItem):
+            items.append(entry)
+        elif isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str):
+            items.append(describe(entry[1], entry[0], budget=budget))
+        else:
+            items.append(describe(entry, type(entry).__name__, budget=budget))
+    return items
 
 
 def context_line(items: Iterable[ContextItem]) -> str:
