@@ -188,7 +188,7 @@ def test_containers_callables_modules_exceptions_and_the_rest():
         error = describe(exc, "err")
     assert error.kind == "KeyError"
     assert error.text.startswith("builtins.KeyError: 'missing'\ntraceback (most recent call")
-    assert 'KeyError: \'missing\'' in error.text.splitlines()[-1]
+    assert "KeyError: 'missing'" in error.text.splitlines()[-1]
 
     class Odd:
         def __repr__(self) -> str:
@@ -265,3 +265,13 @@ def test_a_history_keeps_context_with_the_question_and_round_trips(sales):
     assert "*context: df (DataFrame 5×3)*" in history._repr_markdown_()
     with pytest.raises(InputError, match="context belongs to user messages"):
         Message("assistant", "x", context=(describe(1, "n"),))
+
+
+def test_single_rows_and_all_nan_data_describe_quietly():
+    one = describe(pd.DataFrame({"a": [1.0], "b": [np.nan]}), "one").text
+    assert one.splitlines()[-3:] == [
+        "   mean  std  min  max",
+        "a     1  nan    1    1",
+        "b   nan  nan  nan  nan",
+    ]
+    assert "min nan, max nan; all NaN" in describe(np.full(3, np.nan), "n").text

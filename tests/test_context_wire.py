@@ -30,8 +30,9 @@ def items():
 def stream(server, provider, messages):
     url = server.url if provider == "openai" else server.ollama_url
     client = LLMClient(Settings(base_url=url, provider=provider, model="scripted-small"))
-    return "".join(e.text for e in client.stream(messages, model="scripted-small")
-                   if isinstance(e, TextDelta))
+    return "".join(
+        e.text for e in client.stream(messages, model="scripted-small") if isinstance(e, TextDelta)
+    )
 
 
 def test_openai_gets_the_question_then_context_and_image_parts(scripted_server, items):
@@ -44,10 +45,14 @@ def test_openai_gets_the_question_then_context_and_image_parts(scripted_server, 
             "role": "user",
             "content": [
                 {"type": "text", "text": "Why?"},
-                {"type": "text", "text": f'<context name="df" kind="DataFrame 2×2">\n{df.text}\n'
-                                         "</context>"},
-                {"type": "text", "text": f'<context name="fig" kind="Figure 1 axes">\n{fig.text}'
-                                         "\n</context>"},
+                {
+                    "type": "text",
+                    "text": f'<context name="df" kind="DataFrame 2×2">\n{df.text}\n</context>',
+                },
+                {
+                    "type": "text",
+                    "text": f'<context name="fig" kind="Figure 1 axes">\n{fig.text}\n</context>',
+                },
                 {"type": "image_url", "image_url": {"url": fig.image.data_url}},
             ],
         }

@@ -105,14 +105,16 @@ def test_running_code_captures_output_result_and_errors_without_touching_the_ses
     ran = notebook.run("print('hi')\nimport sys; print('oops', file=sys.stderr)\nm = n * 3\nm + 1")
     assert ran == RunResult(
         "print('hi')\nimport sys; print('oops', file=sys.stderr)\nm = n * 3\nm + 1",
-        stdout="hi\n", stderr="oops\n", result="7",
+        stdout="hi\n",
+        stderr="oops\n",
+        result="7",
     )
     assert ip.user_ns["m"] == 6  # ran in the user's namespace
     assert ip.execution_count == count and "_" not in ip.user_ns or ip.user_ns["_"] != 7
     failed = notebook.run("x = 1\n1 / 0")
     assert failed.error is not None and failed.error.endswith("ZeroDivisionError: division by zero")
     assert "1 / 0" in failed.error  # IPython's compiler keeps the source for tracebacks
-    assert failed.error.startswith("Traceback (most recent call last):\n  File \"<ipython-input")
+    assert failed.error.startswith('Traceback (most recent call last):\n  File "<ipython-input')
     assert "_notebook.py" not in failed.error
     assert notebook.run("def f(:").error.endswith("SyntaxError: invalid syntax")
 

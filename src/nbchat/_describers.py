@@ -16,6 +16,7 @@ import reprlib
 import sys
 import traceback
 import types
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -113,12 +114,14 @@ def _numeric_summary(numeric: Any) -> str:
     values = numeric.to_numpy(dtype="float64", na_value=numpy.nan)
     rows = [["", "mean", "std", "min", "max"]]
     if len(values):
-        columns = [
-            numpy.nanmean(values, axis=0),
-            numpy.nanstd(values, axis=0, ddof=1),  # pandas' std: the sample's
-            numpy.nanmin(values, axis=0),
-            numpy.nanmax(values, axis=0),
-        ]
+        with warnings.catch_warnings():  # all-NaN columns and single rows give NaN, quietly
+            warnings.simplefilter("ignore", RuntimeWarning)
+            columns = [
+                numpy.nanmean(values, axis=0),
+                numpy.nanstd(values, axis=0, ddof=1),  # pandas' std: the sample's
+                numpy.nanmin(values, axis=0),
+                numpy.nanmax(values, axis=0),
+            ]
         for position, name in enumerate(numeric.columns):
             rows.append([str(name), *(_float(column[position]) for column in columns)])
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
@@ -242,9 +245,12 @@ def _ndarray(array: Any) -> Described:
         values = sample.astype(numpy.float64, copy=False)
         nans = int(numpy.isnan(values).sum()) if array.dtype.kind == "f" else 0
         summary = "all NaN"
-        if nans < values.size:
-            summary = f"mean {_float(numpy.nanmean(values))}, std {_float(numpy.nanstd(values))}"
-        extremes = f"min {_float(numpy.nanmin(array))}, max {_float(numpy.nanmax(array))}"
+        with warnings.catch_warnings():  # an all-NaN array gives NaN, quietly
+            warnings.simplefilter("ignore", RuntimeWarning)
+            if nans < values.size:
+                mean, std = numpy.nanmean(values), numpy.nanstd(values)
+                summary = f"mean {_float(mean)}, std {_float(std)}"
+            extremes = f"min {_float(numpy.nanmin(array))}, max {_float(numpy.nanmax(array))}"
         lines.append(f"{extremes}; {summary}{note}; NaN in sample: {nans:,}")
     corner = numpy.array2string(array, threshold=60, edgeitems=3, max_line_width=100)
     lines += ["values (corners):", corner]
