@@ -57,6 +57,7 @@ def test_the_prompt_shows_the_code_highlighted_and_three_buttons(chat, scripted_
     assert prompt.editor.value == CODE
     shown = prompt.children[0].outputs[0]["data"]  # the code, rendered as Markdown
     assert shown["text/markdown"] == "```python\ndf.price.mean()\n```"
+    prompt.buttons[2].click()  # answered: no prompt is left waiting for the next tests
 
 
 def test_run_runs_once_and_locks_the_prompt(chat, scripted_server, runs):
