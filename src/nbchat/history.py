@@ -22,7 +22,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol, get_args, overload, runtime_checkable
 
 from .config import ENV_HISTORY_LIMIT, parse_history_limit
@@ -43,7 +43,7 @@ class Message:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
-    context: tuple[ContextItem, ...] = ()
+    context: tuple[ContextItem, ...] = field(default=(), repr=False)
     """Objects attached to a user question (sent apart from its text)."""
 
     def __post_init__(self) -> None:
