@@ -448,8 +448,30 @@ def test_a_suspended_turn_says_how_to_answer_and_answer_resumes_it(
     assert ip.user_ns["reply"].text == "Let me ask.\n\nBlue it is."
     assert store(tmp_path).get(1).turns[0].status == "complete"
     assert usage_error(run("%chat --answer 1")) == (
-        "thread 1 has no client-tool call waiting for an answer"
+        "already answered: 'Which colour?' in thread 1 was answered (blue); "
+        "nothing was sent again"
     )
+
+
+def test_a_failed_resume_says_so_and_retry_sends_the_answer_again(
+    run: Any, server: ScriptedServer, tmp_path: Path
+) -> None:
+    server.script(
+        Reply("Let me ask.", tool_calls=[CHOOSE], when="paint"),
+        Reply("Blue is a", after_tool="choose", cut_after=1, times=1),
+        Reply("Blue it is.", after_tool="choose"),
+    )
+    run("%chat paint the shed")
+    ran = run("%chat --answer blue")
+    assert type(ran.error) is UsageError  # under the partial answer, marked incomplete
+    assert ran.err.splitlines()[-1].endswith(
+        "(the question is kept: %chat -t 1 --retry asks again)"
+    )
+    ran = run("%chat --retry")
+    assert ran.error is None and ran.out.endswith("Blue it is.\n")
+    [turn] = store(tmp_path).get(1).turns
+    assert (turn.status, turn.answer) == ("complete", "Let me ask.\n\nBlue it is.")
+    assert [a.answer for a in turn.answered] == ["blue"]
 
 
 def test_answer_finds_the_waiting_thread_after_a_restart(

@@ -21,6 +21,7 @@ from nbchat.config import ENV_LIVE
 from nbchat.events import (
     TextDelta,
     ToolCall,
+    ToolCallAbandoned,
     ToolCallPending,
     ToolCallRequested,
     ToolResult,
@@ -151,6 +152,15 @@ def test_text_mode_prints_as_it_arrives(capsys: pytest.CaptureFixture[str]) -> N
     assert cap.outputs == []
     assert capsys.readouterr().out == "Hello\n"
     assert result.text == "Hello"
+
+
+def test_text_mode_keeps_one_blank_line_between_a_tool_and_the_next_round(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    events = [ToolResult(CHOOSE, "a"), TurnStarted(3, 1, "m"), TextDelta("\n\n"),
+              TextDelta("You chose a."), TurnFinished(3, 1, "You chose a.", "complete", "m")]
+    render_turn(events, mode="text")
+    assert capsys.readouterr().out == "🔧 choose → 1 chars\n\nYou chose a.\n"
 
 
 def test_the_final_render_happens_before_the_turn_generator_goes_on() -> None:
@@ -410,3 +420,13 @@ def test_the_mode_without_a_kernel_is_text(monkeypatch: pytest.MonkeyPatch) -> N
 def test_an_unknown_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="mode must be one of live, final, text"):
         TurnRenderer(mode="fast")  # type: ignore[arg-type]
+
+
+def test_a_closed_waiting_call_is_named_in_the_cell() -> None:
+    waiting = PendingCall(3, 0, "call_2", "choose", {}, Prompt("choice", "Which?", ("a", "b")))
+    events = [ToolCallAbandoned(waiting), *turn("Sure.")]
+    with capture_output() as cap:
+        render_turn(events, mode="final")
+    assert cap.outputs[-1].data["text/markdown"] == (
+        "🔧 `choose` closed unanswered (a new question was asked)\n\nSure."
+    )

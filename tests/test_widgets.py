@@ -203,7 +203,9 @@ def test_a_prompt_answered_elsewhere_locks_itself(chat, scripted_server):
 
     prompt.buttons[1].click()
 
-    assert prompt.error.startswith("thread 1 has no client-tool call waiting")
+    assert prompt.error.startswith(
+        "already answered: 'Which colour?' in thread 1 was answered (red)"
+    )
     assert prompt.is_answered and all(b.disabled for b in prompt.buttons)
     assert [answer_in(m) for m in tool_messages(scripted_server)] == ["red"]
 

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import TextIO
 
-from .chat import Chat, TurnStream
+from .chat import Answer, Chat
 from .errors import InvalidToolAnswer, NbchatError
 from .events import (
     Event,
@@ -108,7 +108,7 @@ def _run(chat: Chat, args: argparse.Namespace) -> int:
             thread = next(iter(chat.thread_list()), (None, ""))[0]
         if thread is None:
             thread = chat.new_thread(args.model)
-        stream: TurnStream = chat.iter_ask(thread, args.question)
+        stream: Answer = chat.iter_ask(thread, args.question)
         finished = print_events(stream)
         if finished is not None and finished.status == "suspended" and sys.stdin.isatty():
             _answer_interactively(chat, chat.pending_calls(thread))

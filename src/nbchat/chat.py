@@ -28,6 +28,7 @@ from ._turn import NullRecorder, TurnSpec, run_turn
 from .config import Settings, resolve
 from .context import as_items
 from .errors import (
+    AlreadyAnswered,
     InputError,
     InvalidToolArguments,
     NbchatError,
@@ -43,6 +44,7 @@ from .events import (
     ToolResult,
     TurnFailed,
     TurnFinished,
+    TurnStarted,
     Usage,
 )
 from .history import ChatHistory
@@ -62,11 +64,18 @@ TITLE_REQUEST = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass
 class Answer:
-    """The outcome of a turn: its text and where it lives. ``str(answer)`` is the text."""
+    """One turn: iterable while it streams (its events), then what it came to.
 
-    text: str
+    ``chat.iter_ask(…)`` returns one still streaming: iterating yields the
+    turn's events and keeps ``text``, ``status``, ``pending``, ``usage`` up to
+    date; ``result()`` streams what is left and returns the same object (or
+    raises the failed turn's error). ``ask(…)`` returns it finished.
+    ``str(answer)`` is the text.
+    """
+
+    text: str = ""
     thread_id: int | None = None
     turn: int = 0
     status: str = "complete"
@@ -74,58 +83,70 @@ class Answer:
     usage: Usage | None = None
     elapsed: float = 0.0
     pending: tuple[PendingCall, ...] = ()
+    error: NbchatError | None = field(default=None, compare=False)
+    events: Iterator[Event] | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def streaming(cls, events: Iterator[Event]) -> Answer:
+        """An Answer that fills in as ``events`` are iterated."""
+        return cls(status="streaming", events=events)
+
+    @property
+    def is_done(self) -> bool:
+        return self.status != "streaming"
+
+    def __iter__(self) -> Iterator[Event]:
+        events, self.events = self.events, None
+        if events is None:
+            return
+        try:
+            for event in events:
+                self._note(event)
+                yield event
+        finally:
+            if self.status == "streaming":
+                self.status = "interrupted"
+
+    def result(self) -> Answer:
+        """Stream what is left; this Answer, or the failed turn's error raised."""
+        for _ in self:
+            pass
+        if self.error is not None:
+            raise self.error
+        if self.status == "interrupted":
+            raise TurnInterrupted("the turn ended before it finished", thread_id=self.thread_id,
+                                  partial=self.text)
+        return self
+
+    def close(self) -> None:
+        """Stop the turn (the engine records it as interrupted)."""
+        close = getattr(self.events, "close", None)
+        if close is not None:
+            close()
+
+    def _note(self, event: Event) -> None:
+        kind = type(event)
+        if kind is TextDelta:
+            self.text += event.text  # type: ignore[union-attr]
+        elif kind is TurnStarted:
+            self.thread_id, self.turn, self.model = (
+                event.thread_id, event.turn, event.model)  # type: ignore[union-attr]
+        elif kind is ToolCallPending:
+            self.pending += (event.pending,)  # type: ignore[union-attr]
+        elif kind is TurnFinished:
+            assert isinstance(event, TurnFinished)
+            self.text, self.status, self.usage = event.text, event.status, event.usage
+            self.thread_id, self.turn = event.thread_id, event.turn
+            self.model, self.elapsed = event.model or self.model, event.elapsed
+        elif kind is TurnFailed:
+            assert isinstance(event, TurnFailed)
+            self.text, self.status, self.error = event.text, "failed", event.error
 
     def __str__(self) -> str:
         return self.text
 
     def _repr_markdown_(self) -> str:
         return self.text
-
-
-@dataclass
-class TurnStream:
-    """An iterable turn that remembers what it saw: text, final status, pending calls."""
-
-    events: Iterator[Event]
-    seen: list[Event] = field(default_factory=list)
-
-    def __iter__(self) -> Iterator[Event]:
-        for event in self.events:
-            self.seen.append(event)
-            yield event
-
-    def close(self) -> None:
-        close = getattr(self.events, "close", None)
-        if close is not None:
-            close()
-
-    def result(self) -> Answer:
-        """Consume what is left; the Answer, or the turn's error raised."""
-        for _ in self:
-            pass
-        return answer_from(self.seen)
-
-
-def answer_from(events: Iterable[Event]) -> Answer:
-    """The Answer a finished event list describes; raises the error of a failed turn."""
-    pending: list[PendingCall] = []
-    for event in events:
-        if isinstance(event, ToolCallPending):
-            pending.append(event.pending)
-        elif isinstance(event, TurnFailed):
-            raise event.error
-        elif isinstance(event, TurnFinished):
-            return Answer(
-                event.text,
-                event.thread_id,
-                event.turn,
-                event.status,
-                event.model,
-                event.usage,
-                event.elapsed,
-                tuple(pending),
-            )
-    raise TurnInterrupted("the turn ended before it finished")
 
 
 class ThreadRecorder:
@@ -282,7 +303,7 @@ class _Engine:
         model: str | None,
         update: bool,
         attached: Iterable[Any] = (),
-    ) -> TurnStream:
+    ) -> Answer:
         _check_text(question, "question")
         if not isinstance(history, ChatHistory):
             raise InputError(
@@ -301,7 +322,7 @@ class _Engine:
             max_rounds=self.max_tool_rounds,
             suspendable=False,
         )
-        return TurnStream(run_turn(spec))
+        return Answer.streaming(run_turn(spec))
 
 
 class Chat(_Engine):
@@ -450,7 +471,7 @@ class Chat(_Engine):
 
     def iter_ask(
         self, thread_id: int, query: str, *, model: str | None = None, context: Any = ()
-    ) -> TurnStream:
+    ) -> Answer:
         """Like :meth:`ask`, as a stream of events. The query is saved before this returns.
 
         A client-tool call still waiting in the thread is closed first (the
@@ -466,7 +487,7 @@ class Chat(_Engine):
         history = self._thread_history(thread, upto=len(thread.turns))
         history.chat_as_user(query, context=items)
         events = self._run(thread, turn, history.messages, model)
-        return TurnStream(_chain([ToolCallAbandoned(call) for call in abandoned], events))
+        return Answer.streaming(_chain([ToolCallAbandoned(call) for call in abandoned], events))
 
     def retry(self, thread_id: int) -> Answer:
         """Ask the last query again when its turn failed or was interrupted.
@@ -474,6 +495,10 @@ class Chat(_Engine):
         What the person answered to client tools in that turn is kept and sent
         again: the turn goes on from its last answered tool call.
         """
+        return self.iter_retry(thread_id).result()
+
+    def iter_retry(self, thread_id: int) -> Answer:
+        """:meth:`retry` as a stream of events."""
         thread = self.store.get(thread_id)
         if not thread.turns or thread.turns[-1].status not in ("failed", "interrupted"):
             raise InputError(f"the last turn of thread {thread_id} did not fail; nothing to retry")
@@ -487,7 +512,7 @@ class Chat(_Engine):
         history.chat_as_user(thread.turns[last].query, context=thread.turns[last].context)
         model = thread.turns[last].model or thread.model
         events = self._run(thread, last, history.messages, model, messages=messages, text=text)
-        return TurnStream(events).result()
+        return Answer.streaming(events)
 
     def ask_with_history(
         self,
@@ -513,7 +538,7 @@ class Chat(_Engine):
         *,
         update: bool = False,
         context: Any = (),
-    ) -> TurnStream:
+    ) -> Answer:
         """:meth:`ask_with_history` as a stream of events."""
         return self._history_turn(question, history, model, update, context)
 
@@ -521,15 +546,16 @@ class Chat(_Engine):
     def pending_calls(self, thread_id: int | None = None) -> list[PendingCall]:
         """Client-tool calls waiting for an answer, in one thread or in all of them.
 
-        Over all threads, a thread that cannot be read is left out (asking
-        for it by id raises the store's error).
+        Stored calls are checked against their tool's schema: a damaged one
+        raises StoreCorrupt for its thread, and over all threads a thread that
+        cannot be read is left out, so the healthy ones still work.
         """
         if thread_id is not None:
-            return _waiting(self.store.get(thread_id))
+            return self._waiting(self.store.get(thread_id))
         calls: list[PendingCall] = []
         for info in self.store.threads():
             try:
-                calls += _waiting(self.store.get(info.id))
+                calls += self._waiting(self.store.get(info.id))
             except StoreCorrupt:
                 continue
         return calls
@@ -542,7 +568,7 @@ class Chat(_Engine):
 
     def iter_answer_tool_call(
         self, thread_id: int, response: object, *, call_id: str | None = None
-    ) -> TurnStream:
+    ) -> Answer:
         """Check and record the answer now; stream the resumed turn.
 
         The answer is checked (requirements, ``parse_response``) and then
@@ -571,14 +597,14 @@ class Chat(_Engine):
         result = ToolResult(call.call, output)
         if turn.status == "suspended":
             finished = TurnFinished(thread_id, call.turn, turn.answer, "suspended", thread.model)
-            return TurnStream(iter([result, *map(ToolCallPending, turn.pending), finished]))
+            return Answer.streaming(iter([result, *map(ToolCallPending, turn.pending), finished]))
         history = self._thread_history(thread, upto=call.turn)
         history.chat_as_user(turn.query, context=turn.context)
         events = self._run(
             thread, call.turn, history.messages, turn.model or thread.model,
             messages=turn.messages, text=turn.answer,
         )  # fmt: skip
-        return TurnStream(_chain([result], events))
+        return Answer.streaming(_chain([result], events))
 
     def _act_on_answer(
         self, call: PendingCall, tool: ClientTool, answer: object
@@ -634,6 +660,14 @@ class Chat(_Engine):
                 self._titles.start(self, thread.id)
             yield event
 
+    def _waiting(self, thread: Thread) -> list[PendingCall]:
+        calls = _waiting(thread)
+        for call in calls:
+            tool = self.toolbox.get(call.tool) if call.tool in self.toolbox else None
+            if isinstance(tool, ClientTool):
+                self._check_stored_call(thread, call, tool)
+        return calls
+
     def _check_stored_call(self, thread: Thread, call: PendingCall, tool: ClientTool) -> None:
         """A stored call's arguments must still be what the tool accepts (files get edited)."""
         try:
@@ -676,19 +710,26 @@ class Chat(_Engine):
         return list(turn.pending)
 
     def _find_pending(self, thread: Thread, call_id: str | None) -> PendingCall:
-        calls = self.pending_calls(thread.id)
+        calls = _waiting(thread)
+        if call_id is not None:
+            calls = [call for call in calls if call.call_id == call_id] or calls
+        if len(calls) == 1 and (call_id is None or calls[0].call_id == call_id):
+            return calls[0]
+        if calls and call_id is None:
+            ids = ", ".join(c.call_id for c in calls)
+            raise NoPendingCall(
+                f"thread {thread.id} has {len(calls)} calls waiting ({ids}); say which one"
+            )
+        done = _answered(thread, call_id)
+        if done is not None:
+            raise AlreadyAnswered(
+                f"already answered: {done.question or done.tool!r} in thread {thread.id} "
+                f"was answered ({done.shown}); nothing was sent again",
+                thread_id=thread.id,
+                call_id=done.call_id,
+            )
         if not calls:
             raise NoPendingCall(f"thread {thread.id} has no client-tool call waiting for an answer")
-        if call_id is None:
-            if len(calls) > 1:
-                ids = ", ".join(c.call_id for c in calls)
-                raise NoPendingCall(
-                    f"thread {thread.id} has {len(calls)} calls waiting ({ids}); say which one"
-                )
-            return calls[0]
-        for call in calls:
-            if call.call_id == call_id:
-                return call
         ids = ", ".join(c.call_id for c in calls)
         raise NoPendingCall(f"no pending call {call_id!r} in thread {thread.id}; waiting: {ids}")
 
@@ -750,11 +791,16 @@ def _closed(turn: Turn) -> list[dict[str, Any]]:
                     "content": "The person did not answer this question.",
                 }
             )
-    if turn.answer and not any(
-        m.get("role") == "assistant" and not m.get("tool_calls") for m in messages
-    ):
-        messages.append({"role": "assistant", "content": turn.answer})
+    if turn.answer and not any(m.get("role") == "assistant" for m in messages):
+        messages.append({"role": "assistant", "content": turn.answer})  # no messages kept
     return messages
+
+
+def _answered(thread: Thread, call_id: str | None) -> AnsweredCall | None:
+    """The last turn's answered call (that one, or the latest), if any."""
+    answered = thread.turns[-1].answered if thread.turns else []
+    matching = [done for done in answered if call_id is None or done.call_id == call_id]
+    return matching[-1] if matching else None
 
 
 def _waiting(thread: Thread) -> list[PendingCall]:

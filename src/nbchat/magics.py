@@ -34,7 +34,9 @@ if TYPE_CHECKING:
 __all__ = ["ChatMagics", "load", "protect_chat_questions", "unload"]
 
 NOTEBOOK_TOOLS = ("run_code",)
-COMMANDS = ("list", "show", "use", "rename", "delete", "models", "export", "panel", "answer")
+COMMANDS = (
+    "list", "show", "use", "rename", "delete", "models", "export", "panel", "answer", "retry",
+)
 ERROR_PROMPT = (
     "I ran code in a Jupyter notebook and got the error below. Explain briefly what went "
     "wrong and how to fix it.\n\n```\n{traceback}\n```"
@@ -209,6 +211,9 @@ class ChatMagics(Magics):
     @argument("--panel", action="store_true", help="Open the chat panel widget.")
     @argument("--answer", action="store_true",
               help="Answer a waiting client-tool call: --answer [CALL] VALUE.")
+    @argument("--retry", action="store_true",
+              help="Ask the last question of the thread again after it failed or was "
+                   "interrupted (answers you gave to its tool calls are sent again).")
     @argument("-h", "--help", action="store_true", help="Show this help.")
     @argument("text", nargs="*", metavar="QUESTION",
               help="The question: the rest of the line, or the cell body (exactly as typed).")
@@ -224,6 +229,7 @@ class ChatMagics(Magics):
           %chat --list | --show [ID] | --use ID | --new [-m MODEL] [-s SYSTEM]
           %chat --rename ID TITLE | --delete ID | --export ID PATH
           %chat --models | --panel | --error [MORE] | --answer [CALL] VALUE
+          %chat --retry [-t ID]
           %chat --fix [MORE] | --figure QUESTION | --agent QUESTION
 
         A line that does not start with ``-`` is a question, whatever its
@@ -311,6 +317,11 @@ class ChatMagics(Magics):
     def _command(self, name: str, opts: Any, text: str) -> RenderResult | None:
         if name == "answer":
             return self._answer(opts, text)
+        if name == "retry" and not text:
+            thread = opts.thread if opts.thread is not None else self.thread_id
+            if thread is None:
+                raise UsageError("no current thread to retry; say which: %chat -t ID --retry")
+            return self._shown(self._render(self.chat.iter_retry(thread), opts))
         if text and name != "rename":
             raise UsageError(f"--{name} takes no question; got {text[:40]!r}")
         getattr(self, f"_cmd_{name}")(opts, text)
@@ -339,12 +350,20 @@ class ChatMagics(Magics):
         else:
             thread = self._thread_for(opts)
             events = chat.iter_ask(thread, question, model=opts.model, context=items)
-        result = self._render(events, opts)
-        if result.error is not None:
-            raise UsageError(str(result.error)) from result.error
+        result = self._shown(self._render(events, opts))
         if opts.code:
             self._code_to_next_cell(result.text)
         return result
+
+    @staticmethod
+    def _shown(result: RenderResult) -> RenderResult:
+        """The rendered result; a failed turn's error as the cell's one-line error."""
+        if result.error is None:
+            return result
+        message = str(result.error)
+        if result.thread_id is not None:
+            message += f" (the question is kept: %chat -t {result.thread_id} --retry asks again)"
+        raise UsageError(message) from result.error
 
     def _render(self, events: Any, opts: Any) -> RenderResult:
         renderer = TurnRenderer(
@@ -480,7 +499,7 @@ class ChatMagics(Magics):
             chat = self.chat
         events = chat.iter_answer_tool_call(thread, value, call_id=call_id)
         self.thread_id = thread if self.thread_id is None else self.thread_id
-        return self._render(events, opts)
+        return self._shown(self._render(events, opts))
 
     # -- thread commands ------------------------------------------------------------
     def _new_thread(self, opts: Any) -> None:

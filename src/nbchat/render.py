@@ -59,12 +59,13 @@ from IPython import get_ipython
 from IPython.display import DisplayHandle, display
 
 from ._sinks import DisplaySink, Sink, TextSink, TurnView
+from .chat import Answer
 from .config import ENV_LIVE
 from .errors import NbchatError
+from .records import PendingCall
 
 if TYPE_CHECKING:
-    from .chat import Answer, Chat
-    from .records import PendingCall
+    from .chat import Chat
 
 Mode = Literal["live", "final", "text"]
 PromptsHook = Callable[..., object]
@@ -123,27 +124,18 @@ def new_handle() -> DisplayHandle:
     return handle
 
 
-@dataclass
-class RenderResult:
+@dataclass(repr=False)
+class RenderResult(Answer):
     """A rendered turn: what ``reply = %chat …`` holds. ``str(result)`` is the answer.
 
-    Displaying it shows the answer again, except during the execution that
-    rendered it (where it is on screen already).
+    An :class:`~nbchat.Answer` that also knows how it was shown: displaying it
+    shows the answer again, except during the execution that rendered it
+    (where it is on screen already).
     """
 
-    text: str = ""
-    status: str = "complete"
-    thread_id: int | None = None
-    turn: int = 0
-    model: str = ""
-    pending: tuple[PendingCall, ...] = ()
-    error: NbchatError | None = None
-    updates: int = 0
+    updates: int = field(default=0, compare=False)
     handle: DisplayHandle | None = field(default=None, repr=False, compare=False)
     shown_in: object = field(default=None, repr=False, compare=False)
-
-    def __str__(self) -> str:
-        return self.text
 
     def __repr__(self) -> str:
         preview = self.text if len(self.text) <= 60 else self.text[:59] + "…"
@@ -160,10 +152,8 @@ class RenderResult:
 
     def to_answer(self) -> Answer:
         """The same outcome as :meth:`nbchat.Chat.ask` returns it."""
-        from .chat import Answer
-
         return Answer(self.text, self.thread_id, self.turn, self.status, self.model,
-                      pending=self.pending)
+                      self.usage, self.elapsed, self.pending, self.error)
 
     def _ipython_display_(self) -> None:
         if self.shown_in is not None and self.shown_in == execution_marker():

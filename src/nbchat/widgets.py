@@ -29,11 +29,12 @@ from ._prompts import (
     show_tool_prompts,
     shows_errors,
 )
+from ._views import answer_markdown
 from .chat import Chat
 from .errors import InputError, NbchatError
 from .events import Event
 from .render import RenderResult, render_turn
-from .store import Thread, Turn
+from .store import Thread
 
 __all__ = [
     "ChatPanel",
@@ -366,36 +367,13 @@ def conversation_markdown(thread: Thread) -> str:
     for turn in thread.turns:
         question = turn.query.strip().replace("\n", "\n> ")
         model = f" · *{turn.model}*" if turn.model else ""
-        answer = _answer_markdown(turn)
+        answer = answer_markdown(turn)
         if turn.status == "failed":
             answer += f"\n\n**⚠ {turn.error or 'the answer failed'}**"
         elif _STATUS_LABELS.get(turn.status):
             answer += f"\n\n{_STATUS_LABELS[turn.status]}"
         turns.append(f"**You**\n\n> {question}\n\n**Assistant**{model}\n\n{answer.strip()}\n")
     return "\n---\n\n".join(turns)
-
-
-def _answer_markdown(turn: Turn) -> str:
-    """The answer's text rounds, with each client-tool question and the person's answer."""
-    answers = {done.call_id: done for done in turn.answered}
-    parts: list[str] = []
-    for message in turn.messages:
-        if message.get("role") == "assistant":
-            parts.append(str(message.get("content") or "").strip())
-        elif message.get("role") == "tool" and message.get("tool_call_id") in answers:
-            done = answers[message["tool_call_id"]]
-            question = " ".join(done.question.split())
-            answer = _escape_inline(done.shown)
-            parts.append(f"> *{question}* → **{answer}**" if question else f"> **{answer}**")
-    text = "\n\n".join(part for part in parts if part)
-    # Messages are written when a turn ends; while it streams, only the answer is.
-    return text if text and turn.status != "streaming" else turn.answer
-
-
-def _escape_inline(text: str) -> str:
-    for char in "\\`*_[]<>#|":
-        text = text.replace(char, "\\" + char)
-    return text
 
 
 def _label(title: str, thread_id: int) -> str:
