@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -84,3 +85,28 @@ def test_agent_code_runs_in_the_user_namespace_after_the_answer(
     result = asked(server)[-1].messages[-1]["content"]
     assert result.startswith("<answer>\nstdout:\n2\nresult:\ncity\nLima    500.0\nOslo    499.0")
     assert kernel.ok("print(by_city.to_dict())").text().strip() == "{'Lima': 500.0, 'Oslo': 499.0}"
+
+
+def test_an_interrupt_stops_the_running_code_and_the_turn(kernel: Kernel, server: ScriptedServer):
+    server.script(
+        Reply(tool_calls=[("run_code", {"code": "import time\nfor step in range(600):\n"
+                                                 "    print(step, flush=True)\n"
+                                                 "    time.sleep(0.05)"})],
+              when="count slowly", times=1),
+        Reply("Never reached.", after_tool="run_code"),
+    )
+    kernel.ok("%chat -n --agent count slowly", interactive=False)
+    requests = len(server.chat_requests)
+
+    timer = threading.Timer(1.5, kernel.interrupt)  # the code is in its loop by then
+    timer.start()
+    run = kernel.run("%chat --answer run", interactive=False)
+    timer.join()
+    assert run.status == "error" and run.reply["ename"] == "KeyboardInterrupt"
+    assert int(kernel.ok("print(step)").stdout) < 599  # the loop stopped early
+    assert len(server.chat_requests) == requests  # the model was not asked again
+    status = kernel.ok(
+        "from nbchat import Chat\nt = Chat().store.get(Chat().threads()[0].id).turns[-1]\n"
+        "print(t.status, t.messages[-1]['content'])"
+    ).stdout.strip()
+    assert status == "interrupted The user interrupted the run; it did not finish."
