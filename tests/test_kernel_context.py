@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -98,7 +100,9 @@ def test_an_interrupt_stops_the_running_code_and_the_turn(kernel: Kernel, server
     kernel.ok("%chat -n --agent count slowly", interactive=False)
     requests = len(server.chat_requests)
 
-    timer = threading.Timer(1.5, kernel.interrupt)  # the code is in its loop by then
+    pid = int(kernel.ok("import os\nprint(os.getpid())").stdout)
+    # SIGINT is what an interrupt sends; the code is in its loop by then
+    timer = threading.Timer(1.5, os.kill, (pid, signal.SIGINT))
     timer.start()
     run = kernel.run("%chat --answer run", interactive=False)
     timer.join()
