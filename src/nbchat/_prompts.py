@@ -386,6 +386,7 @@ class ToolPrompt(widgets.VBox):
         )  # fmt: skip
         self.run_edited = _button("Run edited", icon="play", button_style="primary")
         self.run_edited.layout.display = "none"
+        self.run_edited.layout.width = "fit-content"
         run.on_click(self._on_run_button_click)
         edit.on_click(self._on_edit_button_click)
         reject.on_click(self._on_reject_button_click)
