@@ -2,20 +2,27 @@
 
     python benchmarks/context.py               # 1,000,000×12 DataFrame, 10⁷ array, a figure
     python benchmarks/context.py --repeat 10
+    python benchmarks/context.py --kernel      # also: %chat @df … against %chat … in a kernel
 
 Target: each description in at most 50 ms and within its token budget
 (2,000 by default). Prints the median and the worst of the repeats, and the
 description's estimated tokens. The DataFrame mixes float, int, text and
 date columns, with nulls, as a real one does. A figure is measured twice: its
 text alone, and with its PNG, whose cost is matplotlib drawing the figure.
+``--kernel`` times, in a real kernel against the scripted server, a question
+mentioning the DataFrame against the same question without the mention
+(medians of the cell's wall time as the kernel measures it).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import matplotlib
 import numpy as np
@@ -70,9 +77,46 @@ def measure(label: str, make: Callable[[], ContextItem], repeat: int) -> bool:
     return ok
 
 
+KERNEL_SETUP = """\
+%load_ext nbchat
+%config ChatMagics.live = False
+import time, numpy as np, pandas as pd
+rng = np.random.default_rng(7)
+df = pd.DataFrame({f"x{i}": rng.normal(size=1_000_000) for i in range(11)})
+df["city"] = rng.choice(["Oslo", "Lima"], 1_000_000)
+"""
+TIMED = "t = time.perf_counter()\n_r = %chat {question}\nprint(time.perf_counter() - t)"
+
+
+def kernel_cost(repeat: int) -> None:
+    """Median wall time of ``%chat`` with and without ``@df`` in a real kernel."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from kernel_helpers import Kernel, kernel_env
+    from nbchat.testing import Reply, ScriptedServer
+
+    with tempfile.TemporaryDirectory() as root, ScriptedServer(Reply("Fine.")) as server:
+        env = kernel_env(
+            Path(root) / "kernel", NBCHAT_BASE_URL=server.url, NBCHAT_MODEL="scripted-small",
+            NBCHAT_STORE=str(Path(root) / "store"), NBCHAT_USER="bench",
+        )  # fmt: skip
+        with Kernel(env) as kernel:
+            kernel.ok(KERNEL_SETUP, timeout=300)
+            kernel.ok("%chat -n warm up")
+            timings: dict[str, list[float]] = {"plain": [], "@df": []}
+            for _ in range(repeat):
+                for label, question in (("plain", "Describe df"), ("@df", "Describe @df")):
+                    run = kernel.ok(TIMED.format(question=question), interactive=False)
+                    timings[label].append(float(run.stdout.strip().splitlines()[-1]) * 1000)
+    plain, mention = (statistics.median(timings[k]) for k in ("plain", "@df"))
+    print(f"%chat in a kernel, 1,000,000×12 df ({repeat} runs, medians):")
+    print(f"  %chat Describe df                 {plain:7.1f} ms")
+    print(f"  %chat Describe @df                {mention:7.1f} ms   (+{mention - plain:.1f} ms)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--kernel", action="store_true", help="also time %%chat in a kernel")
     args = parser.parse_args()
     df = dataframe()
     array = np.random.default_rng(7).normal(size=10_000_000)
@@ -85,6 +129,8 @@ def main() -> None:
         measure("Figure, 2 axes (PNG attached)", lambda: describe(fig, "fig"), args.repeat),
     ]
     print("all within target" if all(results) else "some description missed the target")
+    if args.kernel:
+        kernel_cost(args.repeat)
 
 
 if __name__ == "__main__":
