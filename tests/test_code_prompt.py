@@ -109,3 +109,26 @@ def test_a_terminal_sees_the_code_and_how_to_answer():
         "The model wants to run this code in your kernel.\n      x = 1\n      x + 1\n"
         "   (run, reject: WHY, or edit: NEW CODE)"
     )
+
+
+def test_the_panel_sends_mentioned_objects_as_context(chat, scripted_server, tmp_path):
+    import pandas as pd
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    from nbchat.widgets import ChatPanel
+
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    shell = InteractiveShell.instance(config=config)
+    try:
+        shell.user_ns["df"] = pd.DataFrame({"price": [1.0, 2.0]})
+        panel = ChatPanel(chat=chat)
+        panel.input_box.value = "Why is @df so small? And @missing?"
+        panel.send_button.click()
+        content = scripted_server.chat_requests[0].messages[-1]["content"]
+        assert content[0] == {"type": "text", "text": "Why is @df so small? And @missing?"}
+        assert content[1]["text"].startswith('<context name="df" kind="DataFrame 2×1">')
+        assert panel.status == "not defined here, no context attached: @missing"
+    finally:
+        InteractiveShell.clear_instance()

@@ -238,9 +238,10 @@ class ChatPanel(widgets.VBox):
         thread_id = self.thread_id
         if thread_id is None:
             thread_id = self.chat.new_thread(model)
-        events = self.chat.iter_ask(thread_id, query, model=model)
+        context, note = _mentioned(query)
+        events = self.chat.iter_ask(thread_id, query, model=model, context=context)
         self.input_box.value = ""
-        self._set_status("")
+        self._set_status(note)
         self._load_threads(thread_id)
         result = self._stream(events)
         if result.status == "failed" and not self.input_box.value:
@@ -389,3 +390,18 @@ def _button(
     )
     button.on_click(callback)
     return button
+
+
+def _mentioned(query: str) -> tuple[list[Any], str]:
+    """The objects ``query`` mentions with ``@name`` in this kernel's namespace, and a note
+    naming those it did not find."""
+    from IPython import get_ipython
+
+    from ._notebook import Notebook
+
+    shell = get_ipython()
+    if shell is None:
+        return [], ""
+    attached = Notebook(shell).attach(query)
+    missing = ", ".join(attached.unresolved)
+    return list(attached.items), f"not defined here, no context attached: {missing}" * bool(missing)
