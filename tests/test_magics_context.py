@@ -178,3 +178,20 @@ def test_show_lists_the_context_of_each_question(run, server):
     run("%chat What is @n plus one?")
     ran = run("%chat --show")
     assert "_context: n (int)_" in ran.out
+
+
+def test_an_answer_after_a_restart_still_runs_the_code(run, ip, server, tmp_path):
+    server.script(
+        Reply(tool_calls=[("run_code", {"code": "xs = [1, 2]\nlen(xs)"})], when="count"),
+        Reply("Two.", after_tool="run_code"),
+    )
+    assert run("%chat --agent count the xs").error is None
+    ip.magics_manager.registry["ChatMagics"]._plain_chat().wait_for_titles(10)
+    InteractiveShell.clear_instance()  # a new kernel: nothing of the old session is left
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    fresh = InteractiveShell.instance(config=config)
+    load(fresh)
+    result = fresh.run_cell("%chat -t 1 --answer run", store_history=True)
+    assert result.error_in_exec is None and fresh.user_ns["xs"] == [1, 2]
+    assert asked(server)[-1].messages[-1]["content"].startswith("<answer>\nresult:\n2\n</answer>")
