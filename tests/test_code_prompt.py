@@ -132,3 +132,44 @@ def test_the_panel_sends_mentioned_objects_as_context(chat, scripted_server, tmp
         assert panel.status == "not defined here, no context attached: @missing"
     finally:
         InteractiveShell.clear_instance()
+
+
+def test_the_panel_picker_offers_the_notebook_s_variables_and_sends_the_picked(
+    chat, scripted_server
+):
+    import pandas as pd
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    from nbchat.widgets import ChatPanel
+
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    shell = InteractiveShell.instance(config=config)
+    try:
+        shell.run_cell("import pandas as pd\nsales = pd.DataFrame({'n': [1, 2, 3]})\nlimit = 2")
+        panel = ChatPanel(chat=chat)
+        picker = panel.context_picker
+        assert picker.tags.allowed_tags == ["sales", "limit"]
+        shell.run_cell("later = 'x'")
+        picker.refresh_button.click()
+        assert picker.tags.allowed_tags == ["sales", "limit", "later"]
+        picker.tags.value = ["sales"]
+        panel.input_box.value = "How many rows, compared with @limit?"
+        panel.send_button.click()
+        content = scripted_server.chat_requests[0].messages[-1]["content"]
+        assert [p["text"].split("\n")[0] for p in content[1:]] == [
+            '<context name="sales" kind="DataFrame 3×1">',
+            '<context name="limit" kind="int">',
+        ]
+        assert picker.tags.value == []  # the picks went with that question
+    finally:
+        InteractiveShell.clear_instance()
+
+
+def test_outside_a_kernel_the_picker_hides(chat):
+    from nbchat.widgets import ChatPanel
+
+    panel = ChatPanel(chat=chat)
+    assert panel.context_picker.layout.display == "none"
+    assert panel.context_picker.take() == []

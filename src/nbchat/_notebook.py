@@ -105,14 +105,19 @@ class Notebook:
         )
         return Attached(items, mentions.unresolved)
 
-    def list_variables(self) -> str:
-        """The user's variables, one a line: name, type and size (no values)."""
+    def variable_names(self) -> list[str]:
+        """The user's own variables (not IPython's, not modules, not ``_private``), in order."""
         hidden = set(getattr(self.shell, "user_ns_hidden", {})) | HIDDEN
-        lines = [
-            f"{name}: {_kind(value)}"
+        return [
+            name
             for name, value in self.shell.user_ns.items()
             if not name.startswith("_") and name not in hidden and not _is_module(value)
         ]
+
+    def list_variables(self) -> str:
+        """The user's variables, one a line: name, type and size (no values)."""
+        namespace = self.shell.user_ns
+        lines = [f"{name}: {_kind(namespace[name])}" for name in self.variable_names()]
         return "\n".join(lines) or "The notebook defines no variables yet."
 
     def read_cell(self, number: int) -> str:
