@@ -137,7 +137,6 @@ def test_the_panel_sends_mentioned_objects_as_context(chat, scripted_server, tmp
 def test_the_panel_picker_offers_the_notebook_s_variables_and_sends_the_picked(
     chat, scripted_server
 ):
-    import pandas as pd
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 

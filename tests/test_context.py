@@ -275,3 +275,24 @@ def test_single_rows_and_all_nan_data_describe_quietly():
         "b   nan  nan  nan  nan",
     ]
     assert "min nan, max nan; all NaN" in describe(np.full(3, np.nan), "n").text
+
+
+def test_an_object_whose_description_fails_is_still_attached():
+    class Broken:
+        def _repr_llm_(self) -> str:
+            raise RuntimeError("no database connection")
+
+        def __repr__(self) -> str:
+            return "<Broken>"
+
+    item = describe(Broken(), "b")
+    assert item.text == (
+        "test_context.Broken (not described: RuntimeError: no database connection): <Broken>"
+    )
+
+
+def test_a_huge_list_is_described_without_copying_it():
+    item = describe(list(range(10_000_000)), "xs")
+    assert item.text.startswith(
+        "list of 10,000,000 items (int)\n[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, ...]"
+    )

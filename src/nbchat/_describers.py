@@ -12,6 +12,7 @@ whatever the size.
 from __future__ import annotations
 
 import inspect
+import itertools
 import reprlib
 import sys
 import traceback
@@ -312,9 +313,9 @@ def _container(obj: Any) -> Described:
     kind = f"{type(obj).__name__} of {_count(len(obj))}"
     sample = short_repr(obj)
     if isinstance(obj, dict):
-        keys = short_repr(list(obj)[:30])
+        keys = short_repr(list(itertools.islice(obj, 30)))
         return kind, f"{type(obj).__name__} with {_count(len(obj))} items; keys {keys}\n{sample}"
-    types_seen = sorted({type(x).__name__ for x in list(obj)[:100]})
+    types_seen = sorted({type(x).__name__ for x in itertools.islice(obj, 100)})
     head = f"{type(obj).__name__} of {_count(len(obj))} items ({', '.join(types_seen)})"
     return kind, f"{head}\n{sample}"
 

@@ -133,6 +133,15 @@ def describe(
 
 
 def _description(obj: object, formatter: Formatter | None) -> tuple[str, str]:
+    try:
+        return _first_description(obj, formatter)
+    except Exception as exc:  # the object's own code (or an odd dtype) failed: say so, go on
+        kind = type(obj).__name__
+        why = f"{type(exc).__name__}: {exc}"[:200]
+        return kind, f"{type(obj).__module__}.{kind} (not described: {why}): {short_repr(obj)}"
+
+
+def _first_description(obj: object, formatter: Formatter | None) -> tuple[str, str]:
     kind = type(obj).__name__
     own = _own_repr_llm(obj)
     if own is not None:
