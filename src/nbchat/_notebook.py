@@ -21,7 +21,8 @@ from __future__ import annotations
 import ast
 import sys
 import traceback
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._mentions import resolve_mentions
@@ -50,6 +51,8 @@ class RunResult:
     result: str | None = None
     error: str | None = None
     displays: int = 0
+    captured: Any = field(default=None, compare=False, repr=False)
+    """IPython's captured output, to show it again in a cell (``captured.show()``)."""
 
     def as_text(self, budget: int = RUN_BUDGET) -> str:
         """The run as the model reads it, cut to ``budget`` tokens (head and tail kept)."""
@@ -198,8 +201,19 @@ class Notebook:
                 error = _format(exc)
         result = None if value is None else _repr(value)
         return RunResult(
-            code, captured.stdout, captured.stderr, result, error, len(captured.outputs)
+            code, captured.stdout, captured.stderr, result, error, len(captured.outputs), captured
         )
+
+
+def show_run(result: RunResult) -> None:
+    """Show in the current cell what a run printed and displayed, then its value or error."""
+    print(f"▶ ran:\n{result.code}")
+    if result.captured is not None:
+        result.captured.show()
+    if result.result is not None:
+        print(result.result)
+    if result.error is not None:
+        print(result.error, file=sys.stderr)
 
 
 def _format(exc: BaseException) -> str:
@@ -244,13 +258,19 @@ def _is_module(value: object) -> bool:
     return type(value).__name__ == "module"
 
 
-def notebook_tools(shell: Any = None, *, approval: str = "always") -> list[Any]:
+def notebook_tools(
+    shell: Any = None,
+    *,
+    approval: str = "always",
+    on_run: Callable[[RunResult], None] | None = None,
+) -> list[Any]:
     """Tools that let the model look at this notebook and, after a yes, run code in it.
 
     ``list_variables``, ``describe(name)``, ``read_cell(n)`` and ``last_error``
     only read; ``run_code(code)`` is a client tool: the person runs, edits or
     rejects the code first, unless the ``approval`` policy (``"always"`` ask,
     ``"risky"``, ``"never-ask"``; capped by ``NBCHAT_MAX_APPROVAL``) lets it run.
+    ``on_run(result)`` is called after each run (the magics show its output).
     """
     from ._code_tool import RunCode
     from .tools import tool
@@ -297,7 +317,10 @@ def notebook_tools(shell: Any = None, *, approval: str = "always") -> list[Any]:
         return item.text if item is not None else "No exception has happened in this session."
 
     def runner(code: str) -> str:
-        return notebook.run(code).as_text()
+        ran = notebook.run(code)
+        if on_run is not None:
+            on_run(ran)
+        return ran.as_text()
 
     run_code = RunCode(runner, approval=approval)
     return [list_variables, describe_variable, read_cell, last_error, run_code]

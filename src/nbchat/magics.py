@@ -132,9 +132,10 @@ class ChatMagics(Magics):
     def _notebook_tools(self) -> list[Any]:
         """The notebook tools for the current approval policy (made once per policy)."""
         if self._agent_tools is None or self._agent_tools[0] != self.approval:
-            from ._notebook import notebook_tools
+            from ._notebook import notebook_tools, show_run
 
-            self._agent_tools = (self.approval, notebook_tools(self.shell, approval=self.approval))
+            tools = notebook_tools(self.shell, approval=self.approval, on_run=show_run)
+            self._agent_tools = (self.approval, tools)
         return self._agent_tools[1]
 
     def _plain_chat(self) -> Chat:
