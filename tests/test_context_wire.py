@@ -109,3 +109,32 @@ def test_a_model_that_refuses_images_gives_one_line_naming_it(provider, items):
         assert "\n" not in str(caught.value)
         text_only = [{"role": "user", "content": "Why?", "context": [items[0].to_dict()]}]
         assert stream(server, provider, text_only).startswith('You asked: "Why?" and attached')
+
+
+def test_the_official_clients_send_images_the_scripted_server_records(scripted_server, items):
+    import ollama
+    import openai
+
+    fig = items[1]
+    png = base64.b64decode(fig.image.data)
+    with openai.OpenAI(base_url=scripted_server.url, api_key="sk-test", max_retries=0) as client:
+        reply = client.chat.completions.create(
+            model="scripted-small",
+            messages=[
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "What is this?"},
+                        {"type": "image_url", "image_url": {"url": fig.image.data_url}},
+                    ],
+                }
+            ],
+        )
+    assert reply.choices[0].message.content.startswith('You asked: "What is this?" and attached')
+    assert scripted_server.chat_requests[-1].images == [png]
+    answer = ollama.Client(host=scripted_server.ollama_url).chat(
+        model="scripted-small",
+        messages=[{"role": "user", "content": "And this?", "images": [png]}],
+    )
+    assert answer.message.content.startswith('You asked: "And this?" and attached 1 image.')
+    assert scripted_server.chat_requests[-1].images == [png]
