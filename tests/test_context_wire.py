@@ -132,9 +132,13 @@ def test_the_official_clients_send_images_the_scripted_server_records(scripted_s
         )
     assert reply.choices[0].message.content.startswith('You asked: "What is this?" and attached')
     assert scripted_server.chat_requests[-1].images == [png]
-    answer = ollama.Client(host=scripted_server.ollama_url).chat(
-        model="scripted-small",
-        messages=[{"role": "user", "content": "And this?", "images": [png]}],
-    )
+    client = ollama.Client(host=scripted_server.ollama_url)
+    try:
+        answer = client.chat(
+            model="scripted-small",
+            messages=[{"role": "user", "content": "And this?", "images": [png]}],
+        )
+    finally:
+        client.close()
     assert answer.message.content.startswith('You asked: "And this?" and attached 1 image.')
     assert scripted_server.chat_requests[-1].images == [png]
