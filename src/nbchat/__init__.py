@@ -17,6 +17,8 @@ from .errors import (
     AlreadyAnswered,
     AuthenticationError,
     ConfigError,
+    ContextOverflow,
+    EmptyAnswer,
     InputError,
     InvalidToolAnswer,
     InvalidToolArguments,
@@ -24,14 +26,17 @@ from .errors import (
     LLMError,
     LLMTimeout,
     MalformedStream,
+    ModelNotAllowed,
     ModelNotFound,
     NbchatError,
     NoPendingCall,
+    OptionRejected,
     RateLimited,
     ServerError,
     StoreCorrupt,
     StoreError,
     StoreLocked,
+    StoreUnavailable,
     StoreVersionError,
     StreamCutOff,
     ThreadNotFound,
@@ -42,7 +47,7 @@ from .errors import (
 )
 from .history import ChatHistory, Message
 from .records import AnsweredCall, PendingCall, Prompt
-from .store import ThreadStore
+from .store import SearchHit, Store, ThreadStore, open_store
 from .tools import AskUser, Choose, ClientTool, Confirm, Requirement, ToolContext, tool
 
 __version__ = "0.1.0"
@@ -61,6 +66,8 @@ __all__ = [
     "ConfigError",
     "Confirm",
     "ContextItem",
+    "ContextOverflow",
+    "EmptyAnswer",
     "InputError",
     "InvalidToolAnswer",
     "InvalidToolArguments",
@@ -69,18 +76,24 @@ __all__ = [
     "LLMTimeout",
     "MalformedStream",
     "Message",
+    "ModelNotAllowed",
     "ModelNotFound",
     "NbchatError",
     "NoPendingCall",
+    "OptionRejected",
     "PendingCall",
+    "PostgresStore",
     "Prompt",
     "RateLimited",
     "Requirement",
     "RunCode",
+    "SearchHit",
     "ServerError",
+    "Store",
     "StoreCorrupt",
     "StoreError",
     "StoreLocked",
+    "StoreUnavailable",
     "StoreVersionError",
     "StreamCutOff",
     "ThreadNotFound",
@@ -93,10 +106,20 @@ __all__ = [
     "describe",
     "load_ipython_extension",
     "notebook_tools",
+    "open_store",
     "panel",
     "tool",
     "unload_ipython_extension",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # PostgresStore imports psycopg (~0.1 s): only when asked for.
+    if name == "PostgresStore":
+        from .pgstore import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module 'nbchat' has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython: Any) -> None:

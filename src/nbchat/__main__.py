@@ -9,28 +9,42 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable, Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from .chat import Answer, Chat
 from .errors import InvalidToolAnswer, NbchatError
 from .events import (
+    ContextWindowed,
     Event,
+    ReasoningDelta,
     TextDelta,
     ToolCallPending,
     ToolResult,
     TurnFailed,
     TurnFinished,
 )
+from .options import check_options, parse_value
 from .records import PendingCall
+
+INDENT = "    "
 
 
 def print_events(events: Iterable[Event], out: TextIO = sys.stdout) -> TurnFinished | None:
     """Write a turn's text as it arrives, tool activity on its own lines; the finish event."""
     finished = None
+    thinking = False
     for event in events:
-        if type(event) is TextDelta:
+        if type(event) is ReasoningDelta:  # the thinking, indented above the answer
+            out.write(("" if thinking else INDENT) + event.text.replace("\n", "\n" + INDENT))
+            thinking = True
+        elif type(event) is TextDelta:
+            if thinking:
+                out.write("\n\n")
+                thinking = False
             out.write(event.text)
             out.flush()
+        elif isinstance(event, ContextWindowed):
+            out.write(f"[{event.dropped_turns} earlier turns left out to fit the context]\n")
         elif isinstance(event, ToolResult):
             out.write(f"\n[tool {event.call.name}: {len(event.output)} chars]\n")
         elif isinstance(event, ToolCallPending):
@@ -42,6 +56,8 @@ def print_events(events: Iterable[Event], out: TextIO = sys.stdout) -> TurnFinis
             finished = event
             if event.status == "interrupted":
                 out.write("\n[interrupted]")
+            elif event.status == "incomplete":
+                out.write(f"\n[{event.note.replace('`', '')}]")
     out.write("\n")
     return finished
 
@@ -71,6 +87,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ask.add_argument("-t", "--thread", type=int, help="thread id")
     ask.add_argument("-n", "--new", action="store_true", help="start a new thread")
     ask.add_argument("-m", "--model", help="model for a new thread")
+    ask.add_argument("--max-tokens", type=int, help="stop the answer after this many tokens")
+    ask.add_argument("--temperature", type=float, help="sampling temperature")
+    ask.add_argument("--seed", type=int, help="sampling seed")
+    ask.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
+                     help="any other generation option (repeatable)")
     sub.add_parser("list", help="list your threads")
     show = sub.add_parser("show", help="print a thread")
     show.add_argument("thread", type=int)
@@ -79,7 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     answer.add_argument("thread", type=int)
     answer.add_argument("value")
     answer.add_argument("--call", help="the call id when several wait")
+    _store_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "store":
+        return _store(args)
     chat = Chat()
     try:
         return _run(chat, args)
@@ -89,6 +113,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\n[interrupted; the partial answer is kept]", file=sys.stderr)
         return 130
+
+
+def _store_parser(sub: Any) -> None:
+    store = sub.add_parser("store", help="copy threads between stores, or check one")
+    tasks = store.add_subparsers(dest="task", required=True)
+    migrate = tasks.add_parser(
+        "migrate", help="copy every thread of every user (or one) from SRC to DST, keeping ids; "
+        "running it again copies only what is missing",
+    )  # fmt: skip
+    migrate.add_argument("source", metavar="SRC", help="a store folder or postgresql:// URL")
+    migrate.add_argument("destination", metavar="DST", help="a store folder or postgresql:// URL")
+    migrate.add_argument("--user", help="only this user's threads")
+    check = tasks.add_parser("check", help="read every thread of a store and report problems")
+    check.add_argument(
+        "location", nargs="?", metavar="STORE",
+        help="a folder or postgresql:// URL (default: NBCHAT_STORE_URL, else NBCHAT_STORE)",
+    )  # fmt: skip
+    check.add_argument("--user", help="only this user's threads")
+
+
+def _store(args: argparse.Namespace) -> int:
+    from .storetools import check_store, migrate_store
+
+    try:
+        if args.task == "migrate":
+            print(migrate_store(args.source, args.destination, args.user))
+            return 0
+        report = check_store(args.location, args.user)
+    except NbchatError as err:
+        print(f"nbchat: {err}", file=sys.stderr)
+        return 1
+    print(report)
+    return 0 if report.ok else 1
 
 
 def _run(chat: Chat, args: argparse.Namespace) -> int:
@@ -108,13 +165,23 @@ def _run(chat: Chat, args: argparse.Namespace) -> int:
             thread = next(iter(chat.thread_list()), (None, ""))[0]
         if thread is None:
             thread = chat.new_thread(args.model)
-        stream: Answer = chat.iter_ask(thread, args.question)
+        stream: Answer = chat.iter_ask(thread, args.question, options=_options(args))
         finished = print_events(stream)
         if finished is not None and finished.status == "suspended" and sys.stdin.isatty():
             _answer_interactively(chat, chat.pending_calls(thread))
         elif finished is None:
             return 1
     return 0
+
+
+def _options(args: argparse.Namespace) -> dict[str, object]:
+    options: dict[str, object] = {}
+    for pair in args.option:
+        key, _, value = pair.partition("=")
+        options[key.strip()] = parse_value(value.strip())
+    flags = {"max_tokens": args.max_tokens, "temperature": args.temperature, "seed": args.seed}
+    options.update({k: v for k, v in flags.items() if v is not None})
+    return check_options(options, source="options")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 
     NbchatError
     ├── ConfigError                    a setting is missing or malformed
+    │   └── ModelNotAllowed            the administrator's policy excludes that model
     ├── InputError (ValueError)        bad argument: wrong type, empty title, unknown role
     ├── LLMError                       talking to the model endpoint failed
     │   ├── LLMConnectError            nothing answers at the URL
@@ -12,13 +13,17 @@
     │   ├── ModelNotFound (LookupError)
     │   ├── RateLimited                429; ``.retry_after`` in seconds
     │   ├── ServerError                5xx or another unexpected status
+    │   │   ├── OptionRejected (ValueError)  the endpoint refused a generation option
+    │   │   └── ContextOverflow        the request does not fit the model's context
     │   ├── MalformedStream            the stream is not the protocol
     │   └── StreamCutOff               the stream ended before its end marker
+    │       └── EmptyAnswer            the endpoint accepted the request, then sent nothing
     ├── StoreError                     the thread store
     │   ├── ThreadNotFound (LookupError)
     │   ├── StoreCorrupt               a file is not a store we wrote; never overwritten
     │   ├── StoreVersionError          written by a newer nbchat
-    │   └── StoreLocked                another process held the lock too long
+    │   ├── StoreLocked                another process held the lock too long
+    │   └── StoreUnavailable (ConnectionError)  the database server is unreachable
     ├── ToolError                      tools the LLM calls
     │   ├── ToolDefinitionError        a function cannot become a tool
     │   ├── InvalidToolArguments       what the LLM sent breaks the schema (told to the LLM)
@@ -56,6 +61,14 @@ def _rebuild(cls: type[NbchatError], args: tuple[Any, ...], state: dict[str, Any
 
 class ConfigError(NbchatError):
     """A setting is missing or malformed."""
+
+
+class ModelNotAllowed(ConfigError):
+    """The administrator's policy (``NBCHAT_ALLOWED_MODELS``) does not allow that model."""
+
+    def __init__(self, message: str, *, model: str | None = None) -> None:
+        super().__init__(message)
+        self.model = model
 
 
 class InputError(NbchatError, ValueError):
@@ -114,12 +127,46 @@ class ServerError(LLMError):
         self.status = status
 
 
+class OptionRejected(ServerError, ValueError):
+    """The endpoint refused the request because of one generation option (``.option``)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str | None = None,
+        status: int | None = None,
+        option: str = "",
+    ) -> None:
+        super().__init__(message, url=url, status=status)
+        self.option = option
+
+
+class ContextOverflow(ServerError):
+    """The request is longer than the model's context (``.context_size`` when the endpoint said)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str | None = None,
+        status: int | None = None,
+        context_size: int | None = None,
+    ) -> None:
+        super().__init__(message, url=url, status=status)
+        self.context_size = context_size
+
+
 class MalformedStream(LLMError):
     """The endpoint sent something that is not the protocol."""
 
 
 class StreamCutOff(LLMError):
     """The stream ended before the endpoint said it was done: the answer is incomplete."""
+
+
+class EmptyAnswer(StreamCutOff):
+    """The endpoint accepted the request and then closed the answer without a byte."""
 
 
 class StoreError(NbchatError):
@@ -149,6 +196,14 @@ class StoreVersionError(StoreError):
 
 class StoreLocked(StoreError):
     """Another process held the store's lock for too long."""
+
+
+class StoreUnavailable(StoreError, ConnectionError):
+    """The store's database server cannot be reached, or dropped the connection.
+
+    What the call would have written may or may not have been saved; the next
+    call opens a fresh connection.
+    """
 
 
 class ToolError(NbchatError):
