@@ -18,6 +18,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from ._context_picker import ContextPicker
 from ._prompts import (
     ERROR_STYLE,
     NOTE_STYLE,
@@ -157,6 +158,7 @@ class ChatPanel(widgets.VBox):
             placeholder="Ask something…", rows=3, layout=widgets.Layout(width="100%")
         )
         self.send_button = _button("Send", self._on_send_button_click, button_style="primary")
+        self.context_picker = ContextPicker()
         self._status_html = widgets.HTML()
         self._status_text = ""
 
@@ -183,7 +185,7 @@ class ChatPanel(widgets.VBox):
         )
         send_row = row([self.send_button], layout=widgets.Layout(justify_content="flex-end"))
         main = column(
-            [self.model_picker, scroll, self.input_box, send_row],
+            [self.model_picker, scroll, self.context_picker, self.input_box, send_row],
             layout=widgets.Layout(flex="1", min_width="0"),
         )
         return [row([side, main]), self._status_html]
@@ -238,9 +240,12 @@ class ChatPanel(widgets.VBox):
         thread_id = self.thread_id
         if thread_id is None:
             thread_id = self.chat.new_thread(model)
-        events = self.chat.iter_ask(thread_id, query, model=model)
+        mentioned, note = _mentioned(query)
+        context = [*self.context_picker.take(), *mentioned]
+        events = self.chat.iter_ask(thread_id, query, model=model, context=context)
+        self.context_picker.refresh()
         self.input_box.value = ""
-        self._set_status("")
+        self._set_status(note)
         self._load_threads(thread_id)
         result = self._stream(events)
         if result.status == "failed" and not self.input_box.value:
@@ -389,3 +394,18 @@ def _button(
     )
     button.on_click(callback)
     return button
+
+
+def _mentioned(query: str) -> tuple[list[Any], str]:
+    """The objects ``query`` mentions with ``@name`` in this kernel's namespace, and a note
+    naming those it did not find."""
+    from IPython import get_ipython
+
+    from ._notebook import Notebook
+
+    shell = get_ipython()
+    if shell is None:
+        return [], ""
+    attached = Notebook(shell).attach(query)
+    missing = ", ".join(attached.unresolved)
+    return list(attached.items), f"not defined here, no context attached: {missing}" * bool(missing)
