@@ -1103,3 +1103,22 @@ def test_a_client_tool_schema_that_is_not_a_json_schema_is_refused() -> None:
         ".Broken has parameters that are not a valid JSON schema: "
     )
     assert "'integr'" in str(info.value) and str(info.value).endswith("; fix the schema")
+
+
+def test_nbchats_own_client_tools_have_valid_schemas() -> None:
+    from nbchat._arguments import schema_problem
+    from nbchat._code_tool import RunCode
+
+    for cls in (AskUser, Choose, Confirm, RunCode):
+        assert schema_problem(cls.parameters) is None, cls.name
+
+
+def test_importing_nbchat_leaves_jsonschema_for_the_first_check() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, nbchat; print('jsonschema' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout == "False\n"

@@ -14,19 +14,17 @@ import functools
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
-
-from jsonschema import FormatChecker, ValidationError
-from jsonschema.exceptions import SchemaError
-from jsonschema.protocols import Validator
-from jsonschema.validators import Draft202012Validator, validator_for
+from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidToolArguments
+
+if TYPE_CHECKING:
+    from jsonschema import ValidationError
+    from jsonschema.protocols import Validator
 
 Schema = Mapping[str, Any]
 Path = tuple[str | int, ...]
 
-_FORMATS = FormatChecker()
 
 
 def validator(schema: Schema) -> Validator:
@@ -49,13 +47,20 @@ def _cached_validator(text: str) -> Validator:
 
 
 def _validator(schema: Schema) -> Validator:
+    # Imported on first use: jsonschema loads its format checkers' optional
+    # libraries eagerly, up to a second where rfc3987-syntax is installed.
+    from jsonschema import FormatChecker
+    from jsonschema.validators import Draft202012Validator, validator_for
+
     cls = validator_for(schema, default=Draft202012Validator)
     cls.check_schema(schema)
-    return cls(schema, format_checker=_FORMATS)
+    return cls(schema, format_checker=FormatChecker())
 
 
 def schema_problem(schema: Schema) -> str | None:
     """What is wrong with ``schema`` as a JSON schema, or None."""
+    from jsonschema.exceptions import SchemaError
+
     try:
         validator(schema)
     except SchemaError as exc:

@@ -381,7 +381,10 @@ def _check_client_tool(tool: ClientTool | type[ClientTool], what: str) -> None:
             f"{what} needs parameters = a JSON schema of type object, e.g. {{'type': "
             "'object', 'properties': {'question': {'type': 'string'}}, 'required': ['question']}"
         )
-    problem = schema_problem(parameters)
+    # nbchat's own tools are checked by its tests: importing nbchat stays free of
+    # jsonschema (loaded on the first check) until a tool is defined or called.
+    own = getattr(tool, "__module__", "").startswith("nbchat.")
+    problem = None if own else schema_problem(parameters)
     if problem is not None:
         raise ToolDefinitionError(
             f"{what} has parameters that are not a valid JSON schema: {problem}; fix the schema"
