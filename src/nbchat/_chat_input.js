@@ -89,7 +89,8 @@ function render({ model, el }) {
     const plain = !event.shiftKey && !event.altKey && !event.ctrlKey && !event.metaKey;
     if (event.key === "Enter" && plain) {
       event.preventDefault();
-      if (model.get("streaming") || model.get("disabled") || !box.value.trim()) return;
+      // While an answer streams the kernel says so in the panel's status line.
+      if (model.get("disabled") || !box.value.trim()) return;
       setValue(box.value);
       recalled = -1;
       model.send({ event: "submit", value: box.value });

@@ -302,6 +302,10 @@ class ChatPanel(widgets.VBox):
             ],
             layout=widgets.Layout(flex="1 1 14em", min_width="12em", margin="0 8px 0 0"),
         )
+        # Children keep their height (a shrunk child would spill over the input box).
+        for child in (self.prompt_area, self.live.output, self.conversation.output,
+                      self.earlier_button):
+            child.layout.flex = "0 0 auto"
         # column-reverse keeps the scroll at the bottom as the answer grows.
         scroll = column(
             [self.prompt_area, self.live.output, self.conversation.output, self.earlier_button],
