@@ -28,7 +28,7 @@ def chat(scripted_server: ScriptedServer, tmp_path) -> Chat:
 
 
 def footer_lines(panel: ChatPanel) -> list[str]:
-    return re.findall(r"<sub>(.*?)</sub>", panel.conversation.text)
+    return re.findall(r"<small>(.*?)</small>", panel.conversation.text)
 
 
 # ---------------------------------------------------------------- keyboard
@@ -167,7 +167,7 @@ def test_each_answer_shows_its_usage_and_the_header_the_totals(chat, scripted_se
     prompt, completion = sum(p for p, _ in usages), sum(c for _, c in usages)
     total = (prompt + completion * 2.0) / 1e6
     assert panel.usage == (
-        f"2 answers · {prompt:,} tokens in · {completion:,} out · ≈ ${total:.4f}"
+        f"2 answers · {prompt:,} in · {completion:,} out · ≈ ${total:.4f}"
     )
     assert "Σ 2 answers" in panel.usage_html.value
 
@@ -248,7 +248,7 @@ def test_a_side_panel_shows_as_a_note_in_a_cell(chat):
     assert panel._repr_mimebundle_() == {
         "text/plain": "nbchat: the chat panel is open in JupyterLab's right side area."
     }
-    assert panel.thread_list.rows == 5
+    assert panel.thread_list.rows == 4
     with pytest.raises(ValueError, match="area must be one of cell, side"):
         ChatPanel(chat=chat, area="top")
 

@@ -70,16 +70,21 @@ function render({ model, el }) {
   box.value = model.get("value");
 
   let recalled = -1; // which history entry the box shows, -1: the person's own text
+  // The text goes to the kernel as a message, not as a state update: ipywidgets
+  // holds back state updates while one is unanswered, so a click on Send could
+  // overtake the last keys typed. Messages keep their order.
+  const sendValue = () => {
+    model.set("value", box.value); // locally only, so that the kernel's "" is a change
+    model.send({ event: "value", value: box.value });
+  };
   const setValue = (text) => {
     box.value = text;
-    model.set("value", text);
-    model.save_changes();
+    sendValue();
   };
 
   box.addEventListener("input", () => {
     recalled = -1;
-    model.set("value", box.value);
-    model.save_changes();
+    sendValue();
   });
   box.addEventListener("keydown", (event) => {
     // JupyterLab's shortcuts (Shift+Enter runs a cell, Escape leaves edit mode)
@@ -91,8 +96,8 @@ function render({ model, el }) {
       event.preventDefault();
       // While an answer streams the kernel says so in the panel's status line.
       if (model.get("disabled") || !box.value.trim()) return;
-      setValue(box.value);
       recalled = -1;
+      model.set("value", box.value);
       model.send({ event: "submit", value: box.value });
     } else if (event.key === "Escape" && model.get("streaming")) {
       event.preventDefault();
@@ -122,12 +127,18 @@ function render({ model, el }) {
     if (box.value !== model.get("value")) box.value = model.get("value");
   };
   const onFocus = () => {
-    // Only take the focus back from inside the panel (or from nowhere), never
-    // from a notebook cell the person moved to meanwhile.
+    // Take the focus back from inside the panel (or from nowhere), never from a
+    // notebook cell the person moved to meanwhile, unless the panel was just
+    // opened on purpose (_focus_steal).
     const panel = el.closest(".nbchat-panel") || el;
     const active = document.activeElement;
-    if (!active || active === document.body || panel.contains(active)) box.focus();
+    const steal = model.get("_focus_steal");
+    if (steal || !active || active === document.body || panel.contains(active)) {
+      box.focus();
+    }
+    if (steal) model.send({ event: "focused" });
   };
+  if (model.get("_focus_steal")) requestAnimationFrame(onFocus);
   model.on("change:value", onValue);
   model.on("change:placeholder change:disabled change:streaming", sync);
   model.on("change:_focus", onFocus);

@@ -29,7 +29,9 @@ class ChatInput(anywidget.AnyWidget):
     _esm = (_HERE / "_chat_input.js").read_text(encoding="utf-8")
     _css = (_HERE / "_chat_input.css").read_text(encoding="utf-8")
 
-    value = Unicode("", help="The text in the box.").tag(sync=True)
+    # Typed text arrives as messages (see _chat_input.js); echoing it back would
+    # overwrite what was typed since.
+    value = Unicode("", help="The text in the box.").tag(sync=True, echo_update=False)
     placeholder = Unicode("", help="Shown while the box is empty.").tag(sync=True)
     disabled = Bool(False, help="Whether the box takes input.").tag(sync=True)
     streaming = Bool(False, help="An answer streams: Enter waits, Escape stops it.").tag(sync=True)
@@ -38,6 +40,7 @@ class ChatInput(anywidget.AnyWidget):
         sync=True
     )
     _focus = Int(0).tag(sync=True)
+    _focus_steal = Bool(False).tag(sync=True)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -70,17 +73,28 @@ class ChatInput(anywidget.AnyWidget):
         """What the browser's poll does: run the poll callbacks."""
         self._poll_callbacks(self)
 
-    def focus(self) -> None:
-        """Put the keyboard focus in the box, unless the person is busy elsewhere."""
+    def focus(self, *, steal: bool = False) -> None:
+        """Put the keyboard focus in the box, unless the person is busy elsewhere.
+
+        ``steal`` takes it from wherever it is (for a panel just opened on purpose).
+        """
+        if steal:
+            self._focus_steal = True
         self._focus += 1
 
     def _on_front_end_msg(self, _: Any, content: Any, buffers: Any) -> None:
         event = content.get("event") if isinstance(content, dict) else None
-        if event == "submit":
+        if event == "value":
             value = content.get("value")
             if isinstance(value, str):
-                self.value = value
+                self.set_state({"value": value})  # as a state update: not sent back
+        elif event == "submit":
+            value = content.get("value")
+            if isinstance(value, str):
+                self.set_state({"value": value})
             self.submit()
+        elif event == "focused":
+            self._focus_steal = False
         elif event == "stop":
             self.stop()
         elif event == "poll":

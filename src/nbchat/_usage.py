@@ -109,7 +109,7 @@ def thread_usage_line(turns: Iterable[Turn], prices: Mapping[str, Price] | None 
     prompt = sum(c.prompt for c in counted)
     completion = sum(c.completion for c in counted)
     answers = f"{len(counted)} answer{'s' if len(counted) != 1 else ''}"
-    line = f"{answers} · {prompt:,} tokens in · {completion:,} out"
+    line = f"{answers} · {prompt:,} in · {completion:,} out"
     costs = [c.cost for c in counted if c.cost is not None]
     if costs:
         partial = "" if len(costs) == len(counted) else " (priced models only)"

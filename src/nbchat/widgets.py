@@ -241,7 +241,7 @@ class ChatPanel(widgets.VBox):
     def _build(self) -> None:
         side = self.area == "side"
         self.thread_list = widgets.Select(
-            options=[], rows=5 if side else 12, layout=widgets.Layout(width="100%")
+            options=[], rows=4 if side else 12, layout=widgets.Layout(width="100%")
         )
         self.thread_list.add_class("nbchat-threads")
         self.thread_list.observe(self._on_thread_list_change, "value")
@@ -311,8 +311,10 @@ class ChatPanel(widgets.VBox):
             [self.prompt_area, self.live.output, self.conversation.output, self.earlier_button],
             layout=widgets.Layout(
                 flex_flow="column-reverse", overflow="auto", padding="0 8px",
-                max_height="calc(100vh - 26em)" if side else "32em",
-                min_height="12em" if side else "",
+                # The side area is as tall as the window: fill it, leaving room
+                # for the thread list above and the box below.
+                max_height="calc(100vh - 33em)" if side else "32em",
+                min_height="10em" if side else "",
                 border="1px solid var(--jp-border-color2, #ddd)",
             ),
         )
@@ -576,7 +578,7 @@ class ChatPanel(widgets.VBox):
             piece = conversation_markdown(dataclasses.replace(thread, turns=[turn])).rstrip()
             line = turn_usage_line(turn, self.prices)
             if line:
-                piece += f"\n\n<sub>{html.escape(line)}</sub>"
+                piece += f"\n\n<small>{html.escape(line)}</small>"
             pieces.append(piece + "\n")
         return "\n---\n\n".join(pieces)
 
