@@ -30,6 +30,7 @@ from nbchat.events import (
     TurnStarted,
     UsageReported,
 )
+from nbchat.records import PendingCall, Prompt
 from nbchat.testing import Reply, ScriptedServer
 
 CHOOSE = ("choose", {"question": "Which colour?", "options": ["red", "green"]})
@@ -69,6 +70,7 @@ def test_ask_streams_saves_and_titles_a_new_thread(chat, scripted_server):
 def test_follow_up_sends_earlier_turns_as_role_messages(chat, scripted_server):
     thread = chat.new_thread(system="Be brief.")
     chat.ask(thread, "What is 2+2?")
+    chat.wait_for_titles(10)  # the title request runs beside the next question
     chat.ask(thread, "And 3*3?")
     assert scripted_server.chat_requests[-1].messages == [
         {"role": "system", "content": "Be brief."},
@@ -82,10 +84,9 @@ def test_follow_up_sends_earlier_turns_as_role_messages(chat, scripted_server):
 def test_chat_query_streams_with_context_and_saves_nothing(chat, scripted_server):
     thread = chat.new_thread()
     chat.append_response(thread, "Remember 7", "Noted: 7.", title="Numbers")
-    text = "".join(
-        e.text for e in chat.chat_query(thread, "What is 7*6?") if isinstance(e, TextDelta)
-    )
-    assert text == "7 * 6 = 42."
+    chunks = list(chat.chat_query(thread, "What is 7*6?"))
+    assert all(type(chunk) is str for chunk in chunks) and len(chunks) > 1
+    assert "".join(chunks) == "7 * 6 = 42."  # the chunks combined are the answer, once
     assert scripted_server.chat_requests[-1].messages[:2] == [
         {"role": "user", "content": "Remember 7"},
         {"role": "assistant", "content": "Noted: 7."},
@@ -207,6 +208,7 @@ def test_kernel_tools_run_over_several_rounds(scripted_server, tmp_path):
     assert results[1].output == "error: RuntimeError: boom" and results[1].is_error
     assert results[2].is_error and "'a' must be an integer" in results[2].output
     assert events[-1].text == "Adding.\n\nIt is 5."
+    chat.wait_for_titles(10)
     tool_messages = [m for m in scripted_server.chat_requests[-2].messages if m["role"] == "tool"]
     assert [m["content"] for m in tool_messages][:1] == ["5"]
     assert len(tool_messages) == 3
@@ -245,10 +247,10 @@ def test_client_tool_suspends_then_resumes_with_the_checked_answer(chat, scripte
     assert events[-3:-1] == [
         ToolCallRequested(call),
         ToolCallPending(
-            thread,
-            0,
-            call,
-            {"kind": "choice", "question": "Which colour?", "options": ["red", "green"]},
+            PendingCall(
+                thread, 0, "call_1", "choose", CHOOSE[1],
+                Prompt("choice", "Which colour?", ("red", "green")),
+            )
         ),
     ]
     assert events[-1].status == "suspended"
@@ -260,6 +262,7 @@ def test_client_tool_suspends_then_resumes_with_the_checked_answer(chat, scripte
     answer = chat.answer_tool_call(thread, "green")
     assert (answer.text, answer.status) == ("Let me ask.\n\nGreen it is.", "complete")
     assert chat.pending_calls(thread) == []
+    chat.wait_for_titles(10)
     sent = scripted_server.chat_requests[-2].messages
     assert sent[-1]["role"] == "tool" and "<answer>\ngreen\n</answer>" in sent[-1]["content"]
     assert chat.thread_details(thread) == [("Pick a colour", "Let me ask.\n\nGreen it is.")]
@@ -501,6 +504,7 @@ def test_server_requests_are_one_connection_for_a_whole_thread(chat, scripted_se
     thread = chat.new_thread()
     for q in ("What is 1+1?", "What is 2+2?", "What is 3+3?"):
         chat.ask(thread, q)
+        chat.wait_for_titles(10)  # a title request running beside a turn takes a second one
     assert len({r.connection for r in scripted_server.requests}) == 1
 
 

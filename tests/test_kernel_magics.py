@@ -335,7 +335,7 @@ def test_no_stream_still_offers_the_prompt_to_a_person(kernel: Kernel,
     assert run.messages[0]["header"]["msg_type"] == "display_data"
     assert run.messages[0]["content"]["metadata"]["nbchat"]["status"] == "suspended"
     assert any(WIDGET in o.get("data", {}) for o in run.outputs)
-    assert "To answer" not in run.stdout
+    assert "answer with:" not in run.stdout
 
 
 def test_client_tools_in_a_non_interactive_run_say_how_to_answer(
@@ -346,8 +346,9 @@ def test_client_tools_in_a_non_interactive_run_say_how_to_answer(
     run = kernel.ok("%chat -n paint", interactive=False)
     display, hint = run.outputs
     thread = display["metadata"]["nbchat"]["thread"]
-    assert hint["text"] == (
-        f"To answer 'choose' (one of: red, blue), run: %chat -t {thread} --answer VALUE\n"
+    assert hint["text"] == (  # the question itself, its options and the answer line
+        "❓ choose: Which colour? (one of: red, blue)\n"
+        f"   answer with: %chat -t {thread} --answer VALUE\n"
     )
     assert not any(WIDGET in o.get("data", {}) for o in run.outputs)
     run = kernel.ok(f"%chat -t {thread} --answer red", interactive=False)

@@ -88,7 +88,7 @@ def test_a_suspended_cell_finishes_with_a_prompt_widget(scripted_server, env, st
         shown = k.ok("p, = pending_prompts()\nprint([b.description for b in p.buttons])")
         assert shown.stdout == "['red', 'green']\n"
     (call,) = store_chat.pending_calls()
-    assert (call.tool, call.prompt["options"]) == ("choose", ["red", "green"])
+    assert (call.tool, call.prompt.options) == ("choose", ("red", "green"))
 
 
 def test_answer_from_a_later_cell_resumes_below_the_prompt(scripted_server, env, store_chat):
@@ -177,7 +177,8 @@ def test_requirements_are_checked_again_when_the_answer_arrives(
         asked = k.ok(
             "from nbchat.render import render_turn\n"
             "chat = nbchat.Chat(tools=[Rate()], permissions={'rate'})\n"
-            "render_turn(chat.iter_ask(chat.new_thread(), 'please rate it'), chat=chat);"
+            "render_turn(chat.iter_ask(chat.new_thread(), 'please rate it'), chat=chat,\n"
+            "            prompts=show_tool_prompts);"
         )
         assert prompt_texts(asked.outputs)[0] == (
             "Ask the user to rate the summary from 1 to 5. [type an answer] — answer here or "

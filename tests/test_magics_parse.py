@@ -231,6 +231,7 @@ def test_the_first_question_starts_a_thread_and_later_ones_continue_it(
     run("%chat first")
     run("%chat second")
     assert [len(r.messages) for r in asked(server)] == [1, 3]
+    assert ip.magics_manager.registry["ChatMagics"].chat.wait_for_titles(10)
     (info,) = store(tmp_path).threads()
     assert info.turns == 2 and info.title  # titled after the first answer
     assert ip.magics_manager.registry["ChatMagics"].thread_id == info.id
@@ -434,7 +435,8 @@ def test_a_suspended_turn_says_how_to_answer_and_answer_resumes_it(
     ran = run("%chat paint the shed")
     assert ran.out == (
         "Let me ask.\n🔧 choose waits for your answer\n⏸ waiting for your answer\n"
-        "To answer 'choose' (one of: red, blue), run: %chat -t 1 --answer VALUE\n"
+        "❓ choose: Which colour? (one of: red, blue)\n"
+        "   answer with: %chat -t 1 --answer VALUE\n"
     )
     assert usage_error(run("%chat --answer purple")) == (
         "'purple' is not one of the options: red, blue; answer with one of them or its "
@@ -446,8 +448,30 @@ def test_a_suspended_turn_says_how_to_answer_and_answer_resumes_it(
     assert ip.user_ns["reply"].text == "Let me ask.\n\nBlue it is."
     assert store(tmp_path).get(1).turns[0].status == "complete"
     assert usage_error(run("%chat --answer 1")) == (
-        "thread 1 has no client-tool call waiting for an answer"
+        "already answered: 'Which colour?' in thread 1 was answered (blue); "
+        "nothing was sent again"
     )
+
+
+def test_a_failed_resume_says_so_and_retry_sends_the_answer_again(
+    run: Any, server: ScriptedServer, tmp_path: Path
+) -> None:
+    server.script(
+        Reply("Let me ask.", tool_calls=[CHOOSE], when="paint"),
+        Reply("Blue is a", after_tool="choose", cut_after=1, times=1),
+        Reply("Blue it is.", after_tool="choose"),
+    )
+    run("%chat paint the shed")
+    ran = run("%chat --answer blue")
+    assert type(ran.error) is UsageError  # under the partial answer, marked incomplete
+    assert ran.err.splitlines()[-1].endswith(
+        "(the question is kept: %chat -t 1 --retry asks again)"
+    )
+    ran = run("%chat --retry")
+    assert ran.error is None and ran.out.endswith("Blue it is.\n")
+    [turn] = store(tmp_path).get(1).turns
+    assert (turn.status, turn.answer) == ("complete", "Let me ask.\n\nBlue it is.")
+    assert [a.answer for a in turn.answered] == ["blue"]
 
 
 def test_answer_finds_the_waiting_thread_after_a_restart(
@@ -470,7 +494,7 @@ def test_answer_names_the_call_when_several_wait(
         Reply("Done.", after_tool="confirm"),
     )
     ran = run("%chat paint")
-    hints = [line for line in ran.out.splitlines() if line.startswith("To answer")]
+    hints = [line for line in ran.out.splitlines() if "answer with:" in line]
     assert len(hints) == 2 and "--answer call_" in hints[0]
     calls = [line.split("--answer ")[1].split()[0] for line in hints]
     run(f"%chat --answer {calls[0]} red")

@@ -120,6 +120,7 @@ def test_threads_made_elsewhere_show_up_on_the_next_poll(chat, scripted_server):
     other = Chat(base_url=scripted_server.url, model="scripted-small", store=chat.store.path)
     thread = other.new_thread()
     other.ask(thread, "What is 2+2?")  # as %chat in a cell, or another kernel
+    other.threads()  # the title is written after the answer: wait for it
     panel.input_box.poll()
 
     assert [label for label, _ in panel.thread_list.options] == [f"Sums And More (#{thread})"]

@@ -21,6 +21,7 @@ from nbchat.config import ENV_LIVE
 from nbchat.events import (
     TextDelta,
     ToolCall,
+    ToolCallAbandoned,
     ToolCallPending,
     ToolCallRequested,
     ToolResult,
@@ -29,6 +30,7 @@ from nbchat.events import (
     TurnStarted,
     UsageReported,
 )
+from nbchat.records import Prompt
 from nbchat.render import (
     RenderResult,
     TurnRenderer,
@@ -319,8 +321,9 @@ def test_a_failed_tool_shows_its_error_line() -> None:
 def suspended() -> list[Any]:
     return [
         TurnStarted(3, 1, "m"), TextDelta("Let me ask."), ToolCallRequested(CHOOSE),
-        ToolCallPending(3, 1, CHOOSE, {"kind": "choice", "question": "Which?",
-                                       "options": ["a", "b"]}),
+        ToolCallPending(PendingCall(3, 1, "call_2", "choose",
+                                    {"question": "Which?", "options": ["a", "b"]},
+                                    Prompt("choice", "Which?", ("a", "b")))),
         TurnFinished(3, 1, "Let me ask.", "suspended", "m"),
     ]
 
@@ -334,21 +337,23 @@ def test_a_suspended_turn_renders_and_says_how_to_answer(
         "Let me ask.\n\n🔧 `choose` waits for your answer\n\n_⏸ waiting for your answer_"
     )
     assert capsys.readouterr().out == (
-        "To answer 'choose' (one of: a, b), run: %chat -t 3 --answer VALUE\n"
+        "❓ choose: Which? (one of: a, b)\n"
+        "   answer with: %chat -t 3 --answer VALUE\n"
     )
     assert result.status == "suspended"
     assert result.pending == (PendingCall(3, 1, "call_2", "choose",
                                           {"question": "Which?", "options": ["a", "b"]},
-                                          {"kind": "choice", "question": "Which?",
-                                           "options": ["a", "b"]}),)
+                                          Prompt("choice", "Which?", ("a", "b"))),)
 
 
 def test_answer_hints_name_the_call_when_several_wait() -> None:
-    calls = [PendingCall(3, 1, "call_1", "confirm", {}, {}),
-             PendingCall(3, 1, "call_2", "ask_user", {}, {})]
+    calls = [PendingCall(3, 1, "call_1", "confirm", {}, Prompt("confirm", "Go on?")),
+             PendingCall(3, 1, "call_2", "ask_user", {}, Prompt("text", "Your name?"))]
     assert answer_hints(calls) == [
-        "To answer 'confirm', run: %chat -t 3 --answer call_1 VALUE",
-        "To answer 'ask_user', run: %chat -t 3 --answer call_2 VALUE",
+        "❓ confirm: Go on? (yes or no)",
+        "   answer with: %chat -t 3 --answer call_1 VALUE",
+        "❓ ask_user: Your name?",
+        "   answer with: %chat -t 3 --answer call_2 VALUE",
     ]
 
 
@@ -406,3 +411,13 @@ def test_the_mode_without_a_kernel_is_text(monkeypatch: pytest.MonkeyPatch) -> N
 def test_an_unknown_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="mode must be one of live, final, text"):
         TurnRenderer(mode="fast")  # type: ignore[arg-type]
+
+
+def test_a_closed_waiting_call_is_named_in_the_cell() -> None:
+    waiting = PendingCall(3, 0, "call_2", "choose", {}, Prompt("choice", "Which?", ("a", "b")))
+    events = [ToolCallAbandoned(waiting), *turn("Sure.")]
+    with capture_output() as cap:
+        render_turn(events, mode="final")
+    assert cap.outputs[-1].data["text/markdown"] == (
+        "🔧 `choose` closed unanswered (a new question was asked)\n\nSure."
+    )

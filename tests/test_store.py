@@ -21,6 +21,7 @@ from nbchat.errors import (
     StoreVersionError,
     ThreadNotFound,
 )
+from nbchat.records import PendingCall, Prompt
 from nbchat.store import SearchHit, Thread, ThreadInfo, ThreadStore, Turn
 
 SRC = str(Path(nbchat.__file__).resolve().parents[1])
@@ -155,10 +156,10 @@ def test_start_turn_persists_the_query_first(store: ThreadStore, tmp_path: Path)
 def test_update_turn_changes_only_given_fields(store: ThreadStore) -> None:
     tid = store.new_thread("m")
     index = store.start_turn(tid, "q")
-    calls = [{"id": "c1", "function": {"name": "ask", "arguments": "{}"}}]
+    calls = [PendingCall(tid, index, "c1", "ask", {}, Prompt("text", "Name?"))]
     turn = store.update_turn(tid, index, answer="part", status="suspended", pending=calls)
     assert (turn.answer, turn.status, turn.pending, turn.query) == ("part", "suspended", calls, "q")
-    messages = [{"role": "assistant", "content": "x", "tool_calls": calls}]
+    messages = [{"role": "assistant", "content": "x", "tool_calls": [calls[0].call.to_dict()]}]
     turn = store.update_turn(tid, index, messages=messages, status="complete", pending=[],
                              usage={"total_tokens": 12}, finished=5, error=None)  # fmt: skip
     assert store.get(tid).turns == [turn]
@@ -290,6 +291,7 @@ def test_queries_and_answers_are_checked(store: ThreadStore) -> None:
         ({"messages": [{"x": object()}]}, "JSON"),
         ({"messages": [{"x": float("nan")}]}, "JSON"),
         ({"pending": [{"f": {1, 2}}]}, "JSON"),
+        ({"pending": [{"call": {"id": "c"}}]}, "pending call records"),
         ({"usage": [1]}, "usage must be a dict"),
         ({"finished": "now"}, "finished"),
         ({"finished": True}, "finished"),

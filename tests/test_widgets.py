@@ -203,7 +203,9 @@ def test_a_prompt_answered_elsewhere_locks_itself(chat, scripted_server):
 
     prompt.buttons[1].click()
 
-    assert prompt.error.startswith("thread 1 has no client-tool call waiting")
+    assert prompt.error.startswith(
+        "already answered: 'Which colour?' in thread 1 was answered (red)"
+    )
     assert prompt.is_answered and all(b.disabled for b in prompt.buttons)
     assert [answer_in(m) for m in tool_messages(scripted_server)] == ["red"]
 
@@ -344,8 +346,9 @@ def test_send_streams_the_answer_into_the_conversation(chat, scripted_server):
     panel.input_box.value = "hello there"
     panel.send_button.click()
 
-    (info,) = chat.threads()
+    (info,) = chat.threads()  # waits for the title, written after the answer
     assert panel.thread_id == info.id and info.title == "Greeting Chat"
+    panel.sync()  # what the browser's next poll does
     assert labels(panel) == [f"Greeting Chat (#{info.id})"]
     assert "hello there" in panel.conversation.text
     assert "Hello! How can I help?" in panel.conversation.text

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .chat import LLM, Answer, Chat, PendingCall
+from .chat import LLM, Answer, Chat
 from .errors import (
+    AlreadyAnswered,
     AuthenticationError,
     ConfigError,
     InputError,
@@ -38,6 +39,7 @@ from .errors import (
     TurnInterrupted,
 )
 from .history import ChatHistory, Message
+from .records import AnsweredCall, PendingCall, Prompt
 from .store import ThreadStore
 from .tools import AskUser, Choose, ClientTool, Confirm, Requirement, ToolContext, tool
 
@@ -45,7 +47,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "LLM",
+    "AlreadyAnswered",
     "Answer",
+    "AnsweredCall",
     "AskUser",
     "AuthenticationError",
     "Chat",
@@ -66,6 +70,7 @@ __all__ = [
     "NbchatError",
     "NoPendingCall",
     "PendingCall",
+    "Prompt",
     "RateLimited",
     "Requirement",
     "ServerError",

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import TextIO
 
-from .chat import Chat, PendingCall, TurnStream
+from .chat import Answer, Chat
 from .errors import InvalidToolAnswer, NbchatError
 from .events import (
     Event,
@@ -21,6 +21,7 @@ from .events import (
     TurnFailed,
     TurnFinished,
 )
+from .records import PendingCall
 
 
 def print_events(events: Iterable[Event], out: TextIO = sys.stdout) -> TurnFinished | None:
@@ -33,7 +34,8 @@ def print_events(events: Iterable[Event], out: TextIO = sys.stdout) -> TurnFinis
         elif isinstance(event, ToolResult):
             out.write(f"\n[tool {event.call.name}: {len(event.output)} chars]\n")
         elif isinstance(event, ToolCallPending):
-            out.write(f"\n[waiting for your answer to {event.call.name}: {_question(event)}]\n")
+            question = event.pending.question
+            out.write(f"\n[waiting for your answer to {event.call.name}: {question}]\n")
         elif isinstance(event, TurnFailed):
             out.write(f"\nerror: {event.error}\n")
         elif isinstance(event, TurnFinished):
@@ -44,19 +46,12 @@ def print_events(events: Iterable[Event], out: TextIO = sys.stdout) -> TurnFinis
     return finished
 
 
-def _question(event: ToolCallPending) -> str:
-    prompt = event.prompt
-    options = prompt.get("options")
-    suffix = f" (options: {', '.join(map(str, options))})" if options else ""
-    return f"{prompt.get('question', '')}{suffix}"
-
-
 def _answer_interactively(chat: Chat, calls: Sequence[PendingCall]) -> None:
     """Ask at the terminal until every pending call is answered."""
     while calls:
         call = calls[0]
         try:
-            reply = input(f"{call.prompt.get('question', call.tool)} > ")
+            reply = input(f"{call.question} > ")
         except EOFError:
             return
         try:
@@ -113,7 +108,7 @@ def _run(chat: Chat, args: argparse.Namespace) -> int:
             thread = next(iter(chat.thread_list()), (None, ""))[0]
         if thread is None:
             thread = chat.new_thread(args.model)
-        stream: TurnStream = chat.iter_ask(thread, args.question)
+        stream: Answer = chat.iter_ask(thread, args.question)
         finished = print_events(stream)
         if finished is not None and finished.status == "suspended" and sys.stdin.isatty():
             _answer_interactively(chat, chat.pending_calls(thread))

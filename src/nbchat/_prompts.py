@@ -35,8 +35,9 @@ from .errors import InputError, NbchatError, NoPendingCall
 from .render import Mode, RenderResult, TurnRenderer
 
 if TYPE_CHECKING:
-    from .chat import Chat, PendingCall
+    from .chat import Chat
     from .events import Event
+    from .records import PendingCall, Prompt
 
 __all__ = [
     "OutputHandle",
@@ -226,7 +227,7 @@ class ToolPrompt(widgets.VBox):
 
     ``kind`` (from the tool's prompt) decides the controls: ``"choice"`` gives
     one button per option, ``"confirm"`` Yes and No, anything else a text box
-    with Submit. ``prompt["markdown"]``, when given, is rendered above.
+    with Submit. ``prompt.markdown``, when given, is rendered above.
     """
 
     def __init__(
@@ -241,9 +242,9 @@ class ToolPrompt(widgets.VBox):
         self.is_answered = False
         self._on_accepted = on_accepted
         self._answer_callbacks = widgets.CallbackDispatcher()
-        prompt = call.prompt or {}
-        self.kind = str(prompt.get("kind", "text"))
-        self.question = str(prompt.get("question") or call.tool)
+        prompt = call.prompt
+        self.kind = prompt.kind
+        self.question = prompt.question or call.tool
         self.buttons: tuple[widgets.Button, ...] = ()
         self.text_box: widgets.Textarea | None = None
         self.submit_button: widgets.Button | None = None
@@ -329,21 +330,21 @@ class ToolPrompt(widgets.VBox):
         )
 
     # -- building ---------------------------------------------------------------
-    def _build(self, prompt: dict[str, Any]) -> list[widgets.Widget]:
+    def _build(self, prompt: Prompt) -> list[widgets.Widget]:
         children: list[widgets.Widget] = []
-        markdown = prompt.get("markdown")
+        markdown = prompt.markdown
         if markdown:
             handle = OutputHandle()
             handle.update({"text/markdown": str(markdown), "text/plain": str(markdown)}, raw=True)
             children.append(handle.output)
         question = html.escape(self.question).replace("\n", "<br>")
         children.append(widgets.HTML(f"<b>{question}</b>"))
-        if self.kind == "choice" and prompt.get("options"):
-            children.append(self._choice_controls([str(o) for o in prompt["options"]]))
+        if self.kind == "choice" and prompt.options:
+            children.append(self._choice_controls(list(prompt.options)))
         elif self.kind == "confirm":
             children.append(self._confirm_controls())
         else:
-            children.append(self._text_controls(str(prompt.get("placeholder") or "")))
+            children.append(self._text_controls(prompt.placeholder))
         return [*children, self._error_html, self._status_html]
 
     def _choice_controls(self, options: list[str]) -> widgets.Widget:
@@ -494,7 +495,9 @@ class PromptGroup(widgets.VBox):
             self.renderer = renderer_factory()
             self.renderer.mode = self._mode() or self.renderer.mode
         else:
-            self.renderer = TurnRenderer(chat=self.chat, reserve=True, mode=self._mode())
+            self.renderer = TurnRenderer(
+                chat=self.chat, reserve=True, mode=self._mode(), prompts=show_tool_prompts
+            )
         display(self.followups)
 
     # -- PromptHost, for the prompts of a turn that this group resumed ------------
@@ -515,7 +518,9 @@ class PromptGroup(widgets.VBox):
         # A widget's state is not what nbval compares: always live, so that a
         # later suspension gets its prompts here too.
         mode = "final" if self.live is False else "live"
-        return TurnRenderer(chat=self.chat, handle=OutputHandle(), mode=mode)  # type: ignore[arg-type]
+        return TurnRenderer(
+            chat=self.chat, handle=OutputHandle(), mode=mode, prompts=show_tool_prompts  # type: ignore[arg-type]
+        )
 
     def _mode(self) -> Mode | None:
         return None if self.live is None else ("live" if self.live else "final")

@@ -8,7 +8,6 @@ is :mod:`nbchat.render`.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -19,6 +18,7 @@ from .errors import NbchatError
 from .events import (
     TextDelta,
     ToolCall,
+    ToolCallAbandoned,
     ToolCallPending,
     ToolCallRequested,
     ToolResult,
@@ -28,7 +28,7 @@ from .events import (
 )
 
 if TYPE_CHECKING:
-    from .chat import PendingCall
+    from .records import PendingCall
 
 BACKOFF_CHARS = 20_000  # the update interval doubles for every this many characters
 
@@ -64,12 +64,14 @@ class TurnView:
                 f"→ {len(event.output)} chars")
             self._tool(event.call, outcome)
         elif kind is ToolCallPending:
-            self.pending.append(_pending_call(event))
+            self.pending.append(event.pending)
             self._tool(event.call, "waits for your answer")
         elif kind is TurnFinished:
             self.thread_id, self.turn, self.status = event.thread_id, event.turn, event.status
             self.model = event.model or self.model
             self.final_text, self.ended = event.text, True
+        elif kind is ToolCallAbandoned:
+            self._tool(event.pending.call, "closed unanswered (a new question was asked)")
         elif kind is TurnFailed:
             self.thread_id, self.turn = event.thread_id, event.turn
             self.fail(event.error, event.text)
@@ -243,16 +245,3 @@ def _escape(text: str) -> str:
 def _first_line(text: str, limit: int = 80) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def _pending_call(event: ToolCallPending) -> PendingCall:
-    from .chat import PendingCall
-
-    try:
-        arguments = json.loads(event.call.arguments)
-    except ValueError:
-        arguments = {}
-    return PendingCall(
-        event.thread_id or 0, event.turn, event.call.id, event.call.name,
-        arguments if isinstance(arguments, dict) else {}, dict(event.prompt),
-    )

@@ -8,7 +8,7 @@ history-only turns), so the loop itself neither renders nor persists.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -23,10 +23,12 @@ from .events import (
     TurnFailed,
     TurnFinished,
     TurnStarted,
+    TurnStatus,
     Usage,
     UsageReported,
 )
 from .llm import LLMClient
+from .records import PendingCall, Prompt, RecordError
 from .tools import ClientTool, KernelTool, Toolbox, ToolContext
 
 CHECKPOINT_SECONDS = 2.0
@@ -44,7 +46,7 @@ class Recorder(Protocol):
         text: str,
         messages: list[dict[str, Any]],
         *,
-        pending: list[dict[str, Any]] = ...,
+        pending: list[PendingCall] = ...,
         error: str | None = None,
         usage: Usage | None = None,
     ) -> None:
@@ -85,6 +87,15 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
     yield TurnStarted(spec.thread_id, spec.turn, spec.model)
     parts = [spec.text] if spec.text else []
     usage: Usage | None = None
+
+    def finish(status: TurnStatus, pending: Sequence[PendingCall] = ()) -> TurnFinished:
+        """Record the outcome, then the event that says it."""
+        text = "".join(parts)
+        spec.recorder.finish(status, text, spec.messages, pending=list(pending), usage=usage)
+        return TurnFinished(
+            spec.thread_id, spec.turn, text, status, spec.model, usage, time.monotonic() - started
+        )
+
     for round_number in range(spec.max_rounds + 1):
         separate = bool(parts)  # rounds of text are paragraphs of one answer
         round_start = len(parts)
@@ -113,10 +124,8 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
                     usage = _add(usage, event.usage)
                     yield event
         except (KeyboardInterrupt, GeneratorExit):
-            text = "".join(parts)
-            spec.recorder.finish(
-                "interrupted", text, _with_text(spec.messages, parts[round_start:])
-            )
+            spec.messages = _with_text(spec.messages, parts[round_start:])
+            finish("interrupted")
             raise
         except NbchatError as error:
             text = "".join(parts)
@@ -127,23 +136,13 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
             return
         round_text = "".join(parts[round_start:])
         if not calls:
-            text = "".join(parts)
             spec.messages.append({"role": "assistant", "content": round_text})
-            spec.recorder.finish("complete", text, spec.messages, usage=usage)
-            yield TurnFinished(
-                spec.thread_id,
-                spec.turn,
-                text,
-                "complete",
-                spec.model,
-                usage,
-                time.monotonic() - started,
-            )
+            yield finish("complete")
             return
         spec.messages.append(
             {"role": "assistant", "content": round_text, "tool_calls": [c.to_dict() for c in calls]}
         )
-        pending: list[dict[str, Any]] = []
+        pending: list[PendingCall] = []
         for call in calls:
             result = _handle_call(spec, call, pending)
             if result is not None:
@@ -157,27 +156,13 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
                 )
                 yield result
         if pending:
-            text = "".join(parts)
-            spec.recorder.finish("suspended", text, spec.messages, pending=pending, usage=usage)
-            for entry in pending:
-                yield ToolCallPending(
-                    spec.thread_id, spec.turn, ToolCall.from_dict(entry["call"]), entry["prompt"]
-                )
-            yield TurnFinished(
-                spec.thread_id,
-                spec.turn,
-                text,
-                "suspended",
-                spec.model,
-                usage,
-                time.monotonic() - started,
-            )
+            finished = finish("suspended", pending)
+            yield from map(ToolCallPending, pending)
+            yield finished
             return
 
 
-def _handle_call(
-    spec: TurnSpec, call: ToolCall, pending: list[dict[str, Any]]
-) -> ToolResult | None:
+def _handle_call(spec: TurnSpec, call: ToolCall, pending: list[PendingCall]) -> ToolResult | None:
     """Run a kernel tool, or queue a client tool as pending (returning None)."""
     try:
         tool = spec.toolbox.get(call.name)
@@ -186,8 +171,11 @@ def _handle_call(
         assert isinstance(tool, ClientTool)
         arguments = tool.parse_arguments(call.arguments)
         tool.check_requirements(spec.tool_context, arguments)
+        prompt = Prompt.from_dict(tool.prompt(arguments), default_question=call.name)
     except ToolError as error:  # bad arguments, unmet requirements, unknown tool
         return ToolResult(call, f"error: {error}", is_error=True)
+    except RecordError as error:
+        return ToolResult(call, f"error: the tool's prompt is malformed: {error}", is_error=True)
     except Exception as error:  # a kernel tool's own failure is the LLM's to see
         return ToolResult(call, f"error: {type(error).__name__}: {error}", is_error=True)
     if not spec.suspendable:
@@ -195,7 +183,7 @@ def _handle_call(
             call, "error: this conversation cannot wait for the person's answer", is_error=True
         )
     pending.append(
-        {"call": call.to_dict(), "arguments": arguments, "prompt": tool.prompt(arguments)}
+        PendingCall(spec.thread_id or 0, spec.turn, call.id, call.name, arguments, prompt)
     )
     return None
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .store import Thread, ThreadInfo
+from .store import Thread, ThreadInfo, Turn
 
 _STATUS_NOTES = {
     "interrupted": "_(interrupted)_",
@@ -38,6 +38,23 @@ def threads_table(threads: Sequence[ThreadInfo], current: int | None) -> tuple[s
     return "\n".join(markdown), "\n".join(plain)
 
 
+def answer_markdown(turn: Turn) -> str:
+    """A turn's answer: its text rounds, with each client-tool question and the person's answer."""
+    answers = {done.call_id: done for done in turn.answered}
+    parts: list[str] = []
+    for message in turn.messages:
+        if message.get("role") == "assistant":
+            parts.append(str(message.get("content") or "").strip())
+        elif message.get("role") == "tool" and message.get("tool_call_id") in answers:
+            done = answers[message["tool_call_id"]]
+            question = " ".join(done.question.split())
+            answer = _markdown_escaped(_inline(done.shown))
+            parts.append(f"> *{question}* → **{answer}**" if question else f"> **{answer}**")
+    text = "\n\n".join(part for part in parts if part)
+    # Messages are written when a turn ends; while it streams, only the answer is.
+    return text if text and turn.status != "streaming" else turn.answer
+
+
 def thread_markdown(thread: Thread) -> str:
     """A thread's conversation: its title, then each question and answer."""
     parts = [f"### {_inline(thread.title or 'Untitled')}",
@@ -46,7 +63,7 @@ def thread_markdown(thread: Thread) -> str:
         parts.append(f"**System:** {thread.system}")
     for turn in thread.turns:
         parts.append(f"**You:** {turn.query}")
-        parts.append(turn.answer or "_(no answer)_")
+        parts.append(answer_markdown(turn) or "_(no answer)_")
         note = _STATUS_NOTES.get(turn.status)
         if note:
             parts.append(note.format(error=f": {_inline(turn.error)}" if turn.error else ""))
@@ -58,7 +75,7 @@ def thread_notebook(thread: Thread) -> dict[str, Any]:
     cells = [_cell(f"# {thread.title or 'Untitled'}", thread.id, None, "title")]
     for index, turn in enumerate(thread.turns):
         cells.append(_cell(f"**You:** {turn.query}", thread.id, index, "user"))
-        cells.append(_cell(turn.answer or "_(no answer)_", thread.id, index, "assistant"))
+        cells.append(_cell(answer_markdown(turn) or "_(no answer)_", thread.id, index, "assistant"))
     return {
         "cells": cells,
         "metadata": {"nbchat": {"thread": thread.id, "model": thread.model}},
@@ -95,6 +112,12 @@ def _md_row(cells: Sequence[str]) -> str:
 
 def _inline(text: str) -> str:
     return " ".join(str(text).split())
+
+
+def _markdown_escaped(text: str) -> str:
+    for char in "\\`*_[]<>#|":
+        text = text.replace(char, "\\" + char)
+    return text
 
 
 def _when(stamp: float) -> str:

@@ -14,31 +14,43 @@ Four.
 
 from __future__ import annotations
 
-import json
+import atexit
 import os
 import re
+import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._turn import NullRecorder, TurnSpec, run_turn
 from .config import Settings, resolve
-from .errors import InputError, NbchatError, NoPendingCall, TurnInterrupted
+from .errors import (
+    AlreadyAnswered,
+    InputError,
+    InvalidToolArguments,
+    NbchatError,
+    NoPendingCall,
+    StoreCorrupt,
+    TurnInterrupted,
+)
 from .events import (
     Event,
     TextDelta,
-    ToolCall,
+    ToolCallAbandoned,
     ToolCallPending,
     ToolResult,
     TurnFailed,
     TurnFinished,
+    TurnStarted,
     Usage,
 )
 from .history import ChatHistory
 from .llm import LLMClient
-from .store import Thread, ThreadInfo, ThreadStore, Turn
-from .tools import BUILTIN_CLIENT_TOOLS, Toolbox, ToolContext
+from .records import AnsweredCall, PendingCall
+from .store import Store, Thread, ThreadInfo, ThreadStore, Turn
+from .tools import BUILTIN_CLIENT_TOOLS, ClientTool, Toolbox, ToolContext
 
 TITLE_PROMPT = (
     "You name conversations. When asked, write a conversation title of 3 to 5 words "
@@ -50,23 +62,18 @@ TITLE_REQUEST = (
 )
 
 
-@dataclass(frozen=True)
-class PendingCall:
-    """A client-tool call waiting for the person's answer."""
-
-    thread_id: int
-    turn: int
-    call_id: str
-    tool: str
-    arguments: dict[str, Any]
-    prompt: dict[str, Any]
-
-
-@dataclass(frozen=True)
+@dataclass
 class Answer:
-    """The outcome of a turn: its text and where it lives. ``str(answer)`` is the text."""
+    """One turn: iterable while it streams (its events), then what it came to.
 
-    text: str
+    ``chat.iter_ask(…)`` returns one still streaming: iterating yields the
+    turn's events and keeps ``text``, ``status``, ``pending``, ``usage`` up to
+    date; ``result()`` streams what is left and returns the same object (or
+    raises the failed turn's error). ``ask(…)`` returns it finished.
+    ``str(answer)`` is the text.
+    """
+
+    text: str = ""
     thread_id: int | None = None
     turn: int = 0
     status: str = "complete"
@@ -74,6 +81,64 @@ class Answer:
     usage: Usage | None = None
     elapsed: float = 0.0
     pending: tuple[PendingCall, ...] = ()
+    error: NbchatError | None = field(default=None, compare=False)
+    events: Iterator[Event] | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def streaming(cls, events: Iterator[Event]) -> Answer:
+        """An Answer that fills in as ``events`` are iterated."""
+        return cls(status="streaming", events=events)
+
+    @property
+    def is_done(self) -> bool:
+        return self.status != "streaming"
+
+    def __iter__(self) -> Iterator[Event]:
+        events, self.events = self.events, None
+        if events is None:
+            return
+        try:
+            for event in events:
+                self._note(event)
+                yield event
+        finally:
+            if self.status == "streaming":
+                self.status = "interrupted"
+
+    def result(self) -> Answer:
+        """Stream what is left; this Answer, or the failed turn's error raised."""
+        for _ in self:
+            pass
+        if self.error is not None:
+            raise self.error
+        if self.status == "interrupted":
+            raise TurnInterrupted("the turn ended before it finished", thread_id=self.thread_id,
+                                  partial=self.text)
+        return self
+
+    def close(self) -> None:
+        """Stop the turn (the engine records it as interrupted)."""
+        close = getattr(self.events, "close", None)
+        if close is not None:
+            close()
+
+    def _note(self, event: Event) -> None:
+        kind = type(event)
+        if kind is TextDelta:
+            self.text += event.text  # type: ignore[union-attr]
+        elif kind is TurnStarted:
+            self.thread_id, self.turn, self.model = (
+                event.thread_id, event.turn, event.model)  # type: ignore[union-attr]
+        elif kind is ToolCallPending:
+            self.pending += (event.pending,)  # type: ignore[union-attr]
+        elif kind is TurnFinished:
+            assert isinstance(event, TurnFinished)
+            self.text, self.status, self.usage = event.text, event.status, event.usage
+            self.thread_id, self.turn = event.thread_id, event.turn
+            self.model, self.elapsed = event.model or self.model, event.elapsed
+        elif kind is TurnFailed:
+            assert isinstance(event, TurnFailed)
+            self.text, self.status, self.error = event.text, "failed", event.error
 
     def __str__(self) -> str:
         return self.text
@@ -82,66 +147,10 @@ class Answer:
         return self.text
 
 
-@dataclass
-class TurnStream:
-    """An iterable turn that remembers what it saw: text, final status, pending calls."""
-
-    events: Iterator[Event]
-    seen: list[Event] = field(default_factory=list)
-
-    def __iter__(self) -> Iterator[Event]:
-        for event in self.events:
-            self.seen.append(event)
-            yield event
-
-    def close(self) -> None:
-        close = getattr(self.events, "close", None)
-        if close is not None:
-            close()
-
-    def result(self) -> Answer:
-        """Consume what is left; the Answer, or the turn's error raised."""
-        for _ in self:
-            pass
-        return answer_from(self.seen)
-
-
-def answer_from(events: Iterable[Event]) -> Answer:
-    """The Answer a finished event list describes; raises the error of a failed turn."""
-    pending: list[PendingCall] = []
-    for event in events:
-        if isinstance(event, ToolCallPending) and event.thread_id is not None:
-            pending.append(_pending_from_event(event))
-        elif isinstance(event, TurnFailed):
-            raise event.error
-        elif isinstance(event, TurnFinished):
-            return Answer(
-                event.text,
-                event.thread_id,
-                event.turn,
-                event.status,
-                event.model,
-                event.usage,
-                event.elapsed,
-                tuple(pending),
-            )
-    raise TurnInterrupted("the turn ended before it finished")
-
-
-def _pending_from_event(event: ToolCallPending) -> PendingCall:
-    try:
-        arguments = json.loads(event.call.arguments)
-    except ValueError:
-        arguments = {}
-    return PendingCall(
-        event.thread_id or 0, event.turn, event.call.id, event.call.name, arguments, event.prompt
-    )
-
-
 class ThreadRecorder:
     """Writes a turn's progress into the thread store."""
 
-    def __init__(self, store: ThreadStore, thread_id: int, turn: int) -> None:
+    def __init__(self, store: Store, thread_id: int, turn: int) -> None:
         self.store, self.thread_id, self.turn = store, thread_id, turn
 
     def checkpoint(self, text: str, messages: list[dict[str, Any]]) -> None:
@@ -153,7 +162,7 @@ class ThreadRecorder:
         text: str,
         messages: list[dict[str, Any]],
         *,
-        pending: list[dict[str, Any]] | None = None,
+        pending: list[PendingCall] | None = None,
         error: str | None = None,
         usage: Usage | None = None,
     ) -> None:
@@ -173,6 +182,61 @@ class ThreadRecorder:
             },
             finished=time.time(),
         )
+
+
+class _Titles:
+    """Titles new threads after their first answer, off the turn's critical path.
+
+    The cell is done when the answer is: the title request runs in a daemon
+    thread and its result is a store update (the panel and ``--list`` read it
+    from there). Listing in the same process waits for titles under way (a
+    few seconds at most), so ``%chat --list`` right after an answer shows it.
+    At exit a script waits briefly for them too.
+    """
+
+    def __init__(self) -> None:
+        self._workers: dict[int, threading.Thread] = {}
+        self._lock = threading.Lock()
+
+    def start(self, chat: Chat, thread_id: int) -> None:
+        with self._lock:
+            if thread_id in self._workers:
+                return
+            worker = threading.Thread(
+                target=self._title, args=(chat, thread_id), daemon=True,
+                name=f"nbchat-title-{thread_id}",
+            )  # fmt: skip
+            self._workers[thread_id] = worker
+        _RUNNING_TITLES.add(self)
+        worker.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for worker in list(self._workers.values()):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            worker.join(left)
+        return not any(worker.is_alive() for worker in self._workers.values())
+
+    def _title(self, chat: Chat, thread_id: int) -> None:
+        try:
+            title = chat.get_thread_title(thread_id)
+            if not chat.store.get(thread_id).title:  # a rename meanwhile wins
+                chat.store.update_thread_title(thread_id, title)
+        except NbchatError:
+            pass  # the thread was deleted or the store is unreadable: no title to give
+        finally:
+            with self._lock:
+                self._workers.pop(thread_id, None)
+
+
+TITLE_WAIT = 15.0  # seconds listing waits for a title under way
+_RUNNING_TITLES: weakref.WeakSet[_Titles] = weakref.WeakSet()
+
+
+@atexit.register
+def _finish_titles() -> None:
+    for titles in list(_RUNNING_TITLES):
+        titles.wait(TITLE_WAIT)
 
 
 class HistoryRecorder(NullRecorder):
@@ -232,7 +296,7 @@ class _Engine:
 
     def _history_turn(
         self, question: str, history: ChatHistory, model: str | None, update: bool
-    ) -> TurnStream:
+    ) -> Answer:
         _check_text(question, "question")
         if not isinstance(history, ChatHistory):
             raise InputError(
@@ -251,7 +315,7 @@ class _Engine:
             max_rounds=self.max_tool_rounds,
             suspendable=False,
         )
-        return TurnStream(run_turn(spec))
+        return Answer.streaming(run_turn(spec))
 
 
 class Chat(_Engine):
@@ -303,6 +367,7 @@ class Chat(_Engine):
             if isinstance(store, ThreadStore)
             else ThreadStore(self.settings.store, self.settings.user)
         )
+        self._titles = _Titles()
 
     def __repr__(self) -> str:
         return f"Chat(user={self.store.user!r}, store={str(self.store.path)!r})"
@@ -314,6 +379,7 @@ class Chat(_Engine):
     # -- the source design's thread manager --------------------------------
     def thread_list(self) -> list[tuple[int, str]]:
         """(id, title) of this user's threads, newest first."""
+        self._titles.wait(TITLE_WAIT)
         return self.store.thread_list()
 
     def thread_details(self, thread_id: int) -> list[tuple[str, str]]:
@@ -333,12 +399,19 @@ class Chat(_Engine):
     def update_thread_title(self, thread_id: int, title: str) -> None:
         self.store.update_thread_title(thread_id, title)
 
-    def chat_query(self, thread_id: int, query: str) -> Iterator[Event]:
-        """Stream an answer to ``query``, the thread's earlier turns as context; saves nothing."""
+    def chat_query(self, thread_id: int, query: str) -> Iterator[str]:
+        """Stream the answer to ``query`` as text chunks, the thread's turns as context.
+
+        The chunks joined are the answer. Nothing is saved (:meth:`ask` saves).
+        """
         _check_text(query, "query")
         thread = self.store.get(thread_id)
         history = self._thread_history(thread, upto=len(thread.turns))
-        return iter(self._history_turn(query, history, thread.model, update=False))
+        for event in self._history_turn(query, history, thread.model, update=False):
+            if type(event) is TextDelta:
+                yield event.text
+            elif type(event) is TurnFailed:
+                raise event.error
 
     def get_thread_title(self, thread_id: int) -> str:
         """Ask the model for a 3–5 word title (first words of the first query if it fails)."""
@@ -366,6 +439,7 @@ class Chat(_Engine):
     # -- beyond the source ----------------------------------------------------
     def threads(self) -> list[ThreadInfo]:
         """This user's threads with model, turn count and times, newest first."""
+        self._titles.wait(TITLE_WAIT)
         return self.store.threads()
 
     def delete_thread(self, thread_id: int) -> None:
@@ -380,32 +454,47 @@ class Chat(_Engine):
         """Save the query, stream the answer, append it; the Answer (raises if the turn failed)."""
         return self.iter_ask(thread_id, query, model=model).result()
 
-    def iter_ask(self, thread_id: int, query: str, *, model: str | None = None) -> TurnStream:
-        """Like :meth:`ask`, as a stream of events. The query is saved before this returns."""
+    def iter_ask(self, thread_id: int, query: str, *, model: str | None = None) -> Answer:
+        """Like :meth:`ask`, as a stream of events. The query is saved before this returns.
+
+        A client-tool call still waiting in the thread is closed first (the
+        model is told the person did not answer): a ToolCallAbandoned event
+        says so.
+        """
         _check_text(query, "query")
         thread = self.store.get(thread_id)
-        self._abandon_pending(thread)
+        abandoned = self._abandon_pending(thread)
         model = model or thread.model
         turn = self.store.start_turn(thread_id, query, model=model)
         history = self._thread_history(thread, upto=len(thread.turns))
         history.chat_as_user(query)
-        return TurnStream(
-            self._run(thread, turn, history.messages, model, titled=bool(thread.title))
-        )
+        events = self._run(thread, turn, history.messages, model)
+        return Answer.streaming(_chain([ToolCallAbandoned(call) for call in abandoned], events))
 
     def retry(self, thread_id: int) -> Answer:
-        """Ask the last query again when its turn failed or was interrupted."""
+        """Ask the last query again when its turn failed or was interrupted.
+
+        What the person answered to client tools in that turn is kept and sent
+        again: the turn goes on from its last answered tool call.
+        """
+        return self.iter_retry(thread_id).result()
+
+    def iter_retry(self, thread_id: int) -> Answer:
+        """:meth:`retry` as a stream of events."""
         thread = self.store.get(thread_id)
         if not thread.turns or thread.turns[-1].status not in ("failed", "interrupted"):
             raise InputError(f"the last turn of thread {thread_id} did not fail; nothing to retry")
         last = len(thread.turns) - 1
+        messages, text = _resume_point(thread.turns[last])
         self.store.update_turn(
-            thread_id, last, status="streaming", answer="", messages=[], error=None, pending=[]
-        )
+            thread_id, last, status="streaming", answer=text, messages=messages, error=None,
+            pending=[],
+        )  # fmt: skip
         history = self._thread_history(thread, upto=last)
         history.chat_as_user(thread.turns[last].query)
-        events = self._run(thread, last, history.messages, thread.model, titled=bool(thread.title))
-        return TurnStream(events).result()
+        model = thread.turns[last].model or thread.model
+        events = self._run(thread, last, history.messages, model, messages=messages, text=text)
+        return Answer.streaming(events)
 
     def ask_with_history(
         self, question: str, history: ChatHistory, model: str | None = None, *, update: bool = False
@@ -418,20 +507,26 @@ class Chat(_Engine):
 
     def iter_ask_with_history(
         self, question: str, history: ChatHistory, model: str | None = None, *, update: bool = False
-    ) -> TurnStream:
+    ) -> Answer:
         """:meth:`ask_with_history` as a stream of events."""
         return self._history_turn(question, history, model, update)
 
     # -- client tools ----------------------------------------------------------
     def pending_calls(self, thread_id: int | None = None) -> list[PendingCall]:
-        """Client-tool calls waiting for an answer, in one thread or in all of them."""
-        ids = [thread_id] if thread_id is not None else [t.id for t in self.store.threads()]
+        """Client-tool calls waiting for an answer, in one thread or in all of them.
+
+        Stored calls are checked against their tool's schema: a damaged one
+        raises StoreCorrupt for its thread, and over all threads a thread that
+        cannot be read is left out, so the healthy ones still work.
+        """
+        if thread_id is not None:
+            return self._waiting(self.store.get(thread_id))
         calls: list[PendingCall] = []
-        for tid in ids:
-            thread = self.store.get(tid)
-            if thread.turns and thread.turns[-1].status == "suspended":
-                index = len(thread.turns) - 1
-                calls.extend(_pending(tid, index, e) for e in thread.turns[-1].pending)
+        for info in self.store.threads():
+            try:
+                calls += self._waiting(self.store.get(info.id))
+            except StoreCorrupt:
+                continue
         return calls
 
     def answer_tool_call(
@@ -442,42 +537,44 @@ class Chat(_Engine):
 
     def iter_answer_tool_call(
         self, thread_id: int, response: object, *, call_id: str | None = None
-    ) -> TurnStream:
-        """Check and record the answer now (raising InvalidToolAnswer or
-        ToolRequirementsNotMet, the call left pending); stream the resumed turn.
+    ) -> Answer:
+        """Check and record the answer now; stream the resumed turn.
+
+        The answer is checked (requirements, ``parse_response``) and then
+        claimed in the store: of two answers to one call, exactly one is
+        recorded and resumes the turn; the other raises AlreadyAnswered and
+        sends nothing. A rejected answer (InvalidToolAnswer,
+        ToolRequirementsNotMet) leaves the call pending.
         """
         thread = self.store.get(thread_id)
         call = self._find_pending(thread, call_id)
         tool = self.toolbox.client_tool(call.tool)
+        self._check_stored_call(thread, call, tool)
         context = ToolContext(self.user, thread.user, self.permissions, thread_id)
         tool.check_requirements(context, call.arguments)
         answer = tool.parse_response(call.arguments, response)
         output = tool.get_tool_output(call.arguments, answer)
-        turn = thread.turns[call.turn]
-        messages = turn.messages + [
-            {"role": "tool", "tool_call_id": call.call_id, "name": call.tool, "content": output}
-        ]
-        pending = [e for e in turn.pending if e["call"]["id"] != call.call_id]
-        self.store.update_turn(thread_id, call.turn, messages=messages, pending=pending)
-        result = ToolResult(ToolCall(call.call_id, call.tool, json.dumps(call.arguments)), output)
-        if pending:
+        record = AnsweredCall(
+            call.call_id, call.tool, call.prompt.question, answer, self.user, time.time()
+        )
+        turn = self.store.claim_call(
+            thread_id, call.turn, call.call_id, output=output, answer=record
+        )
+        result = ToolResult(call.call, output)
+        if turn.status == "suspended":
             finished = TurnFinished(thread_id, call.turn, turn.answer, "suspended", thread.model)
-            rest = [_pending_event(thread_id, call.turn, e) for e in pending]
-            return TurnStream(iter([result, *rest, finished]))
-        self.store.update_turn(thread_id, call.turn, status="streaming")
+            return Answer.streaming(iter([result, *map(ToolCallPending, turn.pending), finished]))
         history = self._thread_history(thread, upto=call.turn)
         history.chat_as_user(turn.query)
         events = self._run(
-            thread,
-            call.turn,
-            history.messages,
-            turn.model or thread.model,
-            titled=bool(thread.title),
-            messages=messages,
-            text=turn.answer,
-            first=result,
-        )
-        return TurnStream(events)
+            thread, call.turn, history.messages, turn.model or thread.model,
+            messages=turn.messages, text=turn.answer,
+        )  # fmt: skip
+        return Answer.streaming(_chain([result], events))
+
+    def wait_for_titles(self, timeout: float | None = None) -> bool:
+        """Wait until the titles this Chat is generating are saved; False on timeout."""
+        return self._titles.wait(timeout)
 
     # -- internals ---------------------------------------------------------------
     def _run(
@@ -487,13 +584,9 @@ class Chat(_Engine):
         context: list[dict[str, Any]],
         model: str,
         *,
-        titled: bool,
         messages: list[dict[str, Any]] | None = None,
         text: str = "",
-        first: Event | None = None,
     ) -> Iterator[Event]:
-        if first is not None:
-            yield first
         spec = TurnSpec(
             llm=self.llm,
             model=model,
@@ -507,13 +600,30 @@ class Chat(_Engine):
             text=text,
             max_rounds=self.max_tool_rounds,
         )
-        finished = None
         for event in run_turn(spec):
-            if isinstance(event, TurnFinished):
-                finished = event
+            if type(event) is TurnFinished and event.status == "complete" and not thread.title:
+                self._titles.start(self, thread.id)
             yield event
-        if finished is not None and finished.status == "complete" and not titled:
-            self.store.update_thread_title(thread.id, self.get_thread_title(thread.id))
+
+    def _waiting(self, thread: Thread) -> list[PendingCall]:
+        calls = _waiting(thread)
+        for call in calls:
+            tool = self.toolbox.get(call.tool) if call.tool in self.toolbox else None
+            if isinstance(tool, ClientTool):
+                self._check_stored_call(thread, call, tool)
+        return calls
+
+    def _check_stored_call(self, thread: Thread, call: PendingCall, tool: ClientTool) -> None:
+        """A stored call's arguments must still be what the tool accepts (files get edited)."""
+        try:
+            tool.parse_arguments(call.arguments)
+        except InvalidToolArguments as error:
+            where = self.store.location(thread.id)
+            raise StoreCorrupt(
+                f"{where} holds a pending {call.tool!r} call whose arguments the tool "
+                f"rejects ({error}); it was left untouched; ask again to close it",
+                path=where,
+            ) from None
 
     def _thread_history(self, thread: Thread, *, upto: int, clean: bool = True) -> ChatHistory:
         settings = thread.settings or {}
@@ -532,31 +642,39 @@ class Chat(_Engine):
             history.clean()
         return history
 
-    def _abandon_pending(self, thread: Thread) -> None:
-        """A new question while a call waits: the model is told there was no answer."""
+    def _abandon_pending(self, thread: Thread) -> list[PendingCall]:
+        """A new question while calls wait: the model is told there was no answer."""
         if not thread.turns or thread.turns[-1].status != "suspended":
-            return
+            return []
         index = len(thread.turns) - 1
         turn = thread.turns[index]
         self.store.update_turn(
             thread.id, index, messages=list(_closed(turn)), pending=[], status="interrupted"
         )
         thread.turns[index] = self.store.get(thread.id).turns[index]
+        return list(turn.pending)
 
     def _find_pending(self, thread: Thread, call_id: str | None) -> PendingCall:
-        calls = self.pending_calls(thread.id)
+        calls = _waiting(thread)
+        if call_id is not None:
+            calls = [call for call in calls if call.call_id == call_id] or calls
+        if len(calls) == 1 and (call_id is None or calls[0].call_id == call_id):
+            return calls[0]
+        if calls and call_id is None:
+            ids = ", ".join(c.call_id for c in calls)
+            raise NoPendingCall(
+                f"thread {thread.id} has {len(calls)} calls waiting ({ids}); say which one"
+            )
+        done = _answered(thread, call_id)
+        if done is not None:
+            raise AlreadyAnswered(
+                f"already answered: {done.question or done.tool!r} in thread {thread.id} "
+                f"was answered ({done.shown}); nothing was sent again",
+                thread_id=thread.id,
+                call_id=done.call_id,
+            )
         if not calls:
             raise NoPendingCall(f"thread {thread.id} has no client-tool call waiting for an answer")
-        if call_id is None:
-            if len(calls) > 1:
-                ids = ", ".join(c.call_id for c in calls)
-                raise NoPendingCall(
-                    f"thread {thread.id} has {len(calls)} calls waiting ({ids}); say which one"
-                )
-            return calls[0]
-        for call in calls:
-            if call.call_id == call_id:
-                return call
         ids = ", ".join(c.call_id for c in calls)
         raise NoPendingCall(f"no pending call {call_id!r} in thread {thread.id}; waiting: {ids}")
 
@@ -608,14 +726,13 @@ def _closed(turn: Turn) -> list[dict[str, Any]]:
     """A turn's messages, with any unanswered tool call given a 'no answer' result."""
     messages = list(turn.messages)
     answered = {m.get("tool_call_id") for m in messages if m.get("role") == "tool"}
-    for entry in turn.pending:
-        call = entry["call"]
-        if call["id"] not in answered:
+    for call in turn.pending:
+        if call.call_id not in answered:
             messages.append(
                 {
                     "role": "tool",
-                    "tool_call_id": call["id"],
-                    "name": call["function"]["name"],
+                    "tool_call_id": call.call_id,
+                    "name": call.tool,
                     "content": "The person did not answer this question.",
                 }
             )
@@ -626,15 +743,30 @@ def _closed(turn: Turn) -> list[dict[str, Any]]:
     return messages
 
 
-def _pending(thread_id: int, turn: int, entry: dict[str, Any]) -> PendingCall:
-    call = entry["call"]
-    return PendingCall(
-        thread_id, turn, call["id"], call["function"]["name"], entry["arguments"], entry["prompt"]
-    )
+def _answered(thread: Thread, call_id: str | None) -> AnsweredCall | None:
+    """The last turn's answered call (that one, or the latest), if any."""
+    answered = thread.turns[-1].answered if thread.turns else []
+    matching = [done for done in answered if call_id is None or done.call_id == call_id]
+    return matching[-1] if matching else None
 
 
-def _pending_event(thread_id: int, turn: int, entry: dict[str, Any]) -> ToolCallPending:
-    return ToolCallPending(thread_id, turn, ToolCall.from_dict(entry["call"]), entry["prompt"])
+def _waiting(thread: Thread) -> list[PendingCall]:
+    last = thread.turns[-1] if thread.turns else None
+    return list(last.pending) if last is not None and last.status == "suspended" else []
+
+
+def _resume_point(turn: Turn) -> tuple[list[dict[str, Any]], str]:
+    """The messages and text a failed turn goes on from: through its last tool result."""
+    messages = list(turn.messages)
+    while messages and messages[-1].get("role") != "tool":
+        messages.pop()
+    rounds = [str(m.get("content") or "") for m in messages if m.get("role") == "assistant"]
+    return messages, "\n\n".join(text for text in rounds if text)
+
+
+def _chain(first: Iterable[Event], rest: Iterator[Event]) -> Iterator[Event]:
+    yield from first
+    yield from rest
 
 
 def _check_text(value: object, what: str) -> None:

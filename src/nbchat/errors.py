@@ -25,6 +25,7 @@
     │   ├── InvalidToolAnswer          the person's answer is not acceptable (told to the person)
     │   ├── ToolRequirementsNotMet     the caller may not make or answer this call
     │   └── NoPendingCall (LookupError)
+    │       └── AlreadyAnswered        another answer to the call won the race
     └── TurnInterrupted                the user stopped a turn; the partial answer is kept
 
 Messages say what was wrong, naming the thing, then what to do. Structured
@@ -172,6 +173,17 @@ class ToolRequirementsNotMet(ToolError):
 
 class NoPendingCall(ToolError, LookupError):
     """There is no pending client-tool call with that id."""
+
+
+class AlreadyAnswered(NoPendingCall):
+    """Another answer to the same call was recorded first; this one changed nothing."""
+
+    def __init__(
+        self, message: str, *, thread_id: int | None = None, call_id: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.call_id = call_id
 
 
 class TurnInterrupted(NbchatError):

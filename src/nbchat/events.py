@@ -9,52 +9,19 @@ panel and the terminal consumer all read the same stream.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 from .errors import NbchatError
+from .records import PendingCall, Prompt, ToolCall, Usage
+
+__all__ = [
+    "Event", "ReplyEvent", "ReplyFinished", "TextDelta", "ToolCall", "ToolCallAbandoned",
+    "ToolCallPending", "ToolCallRequested", "ToolResult", "TurnFailed", "TurnFinished",
+    "TurnStarted", "TurnStatus", "Usage", "UsageReported",
+]
 
 TurnStatus = Literal["complete", "suspended", "interrupted", "failed"]
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One call the LLM asked for: its id, the tool's name and the raw JSON arguments."""
-
-    id: str
-    name: str
-    arguments: str = "{}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The call in OpenAI message format."""
-        return {
-            "id": self.id,
-            "type": "function",
-            "function": {"name": self.name, "arguments": self.arguments},
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ToolCall:
-        fn = data.get("function", {})
-        args = fn.get("arguments", "{}")
-        if not isinstance(args, str):
-            args = json.dumps(args)
-        return cls(id=str(data.get("id", "")), name=str(fn.get("name", "")), arguments=args)
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Token counts an endpoint reported, when it reports them."""
-
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-
-    @property
-    def total_tokens(self) -> int | None:
-        if self.prompt_tokens is None and self.completion_tokens is None:
-            return None
-        return (self.prompt_tokens or 0) + (self.completion_tokens or 0)
 
 
 @dataclass(frozen=True)
@@ -107,10 +74,30 @@ class ToolResult:
 class ToolCallPending:
     """A client tool waits for the person at the notebook; the turn suspends after this."""
 
-    thread_id: int | None
-    turn: int
-    call: ToolCall
-    prompt: dict[str, Any] = field(default_factory=dict)
+    pending: PendingCall
+
+    @property
+    def thread_id(self) -> int:
+        return self.pending.thread_id
+
+    @property
+    def turn(self) -> int:
+        return self.pending.turn
+
+    @property
+    def call(self) -> ToolCall:
+        return self.pending.call
+
+    @property
+    def prompt(self) -> Prompt:
+        return self.pending.prompt
+
+
+@dataclass(frozen=True)
+class ToolCallAbandoned:
+    """A new question closed a call that still waited; the model is told it got no answer."""
+
+    pending: PendingCall
 
 
 @dataclass(frozen=True)
@@ -145,6 +132,7 @@ Event = (
     | TurnStarted
     | ToolResult
     | ToolCallPending
+    | ToolCallAbandoned
     | TurnFinished
     | TurnFailed
 )

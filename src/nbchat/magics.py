@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ChatMagics", "load", "protect_chat_questions", "unload"]
 
-COMMANDS = ("list", "show", "use", "rename", "delete", "models", "export", "panel", "answer")
+COMMANDS = (
+    "list", "show", "use", "rename", "delete", "models", "export", "panel", "answer", "retry",
+)
 ERROR_PROMPT = (
     "I ran code in a Jupyter notebook and got the error below. Explain briefly what went "
     "wrong and how to fix it.\n\n```\n{traceback}\n```"
@@ -156,6 +158,9 @@ class ChatMagics(Magics):
               help="With --panel: in JupyterLab's right side area (one per kernel).")
     @argument("--answer", action="store_true",
               help="Answer a waiting client-tool call: --answer [CALL] VALUE.")
+    @argument("--retry", action="store_true",
+              help="Ask the last question of the thread again after it failed or was "
+                   "interrupted (answers you gave to its tool calls are sent again).")
     @argument("-h", "--help", action="store_true", help="Show this help.")
     @argument("text", nargs="*", metavar="QUESTION",
               help="The question: the rest of the line, or the cell body (exactly as typed).")
@@ -171,6 +176,7 @@ class ChatMagics(Magics):
           %chat --list | --show [ID] | --use ID | --new [-m MODEL] [-s SYSTEM]
           %chat --rename ID TITLE | --delete ID | --export ID PATH
           %chat --models | --panel [--side] | --error [MORE] | --answer [CALL] VALUE
+          %chat --retry [-t ID]
 
         A line that does not start with ``-`` is a question, whatever its
         words and its last character. After options, the rest of the line is
@@ -251,6 +257,11 @@ class ChatMagics(Magics):
     def _command(self, name: str, opts: Any, text: str) -> RenderResult | None:
         if name == "answer":
             return self._answer(opts, text)
+        if name == "retry" and not text:
+            thread = opts.thread if opts.thread is not None else self.thread_id
+            if thread is None:
+                raise UsageError("no current thread to retry; say which: %chat -t ID --retry")
+            return self._shown(self._render(self.chat.iter_retry(thread), opts))
         if text and name != "rename":
             raise UsageError(f"--{name} takes no question; got {text[:40]!r}")
         getattr(self, f"_cmd_{name}")(opts, text)
@@ -268,17 +279,25 @@ class ChatMagics(Magics):
             events = chat.iter_ask_with_history(question, history, model=opts.model)
         else:
             events = chat.iter_ask(self._thread_for(opts), question, model=opts.model)
-        result = self._render(events, opts)
-        if result.error is not None:
-            raise UsageError(str(result.error)) from result.error
+        result = self._shown(self._render(events, opts))
         if opts.code:
             self._code_to_next_cell(result.text)
         return result
 
+    @staticmethod
+    def _shown(result: RenderResult) -> RenderResult:
+        """The rendered result; a failed turn's error as the cell's one-line error."""
+        if result.error is None:
+            return result
+        message = str(result.error)
+        if result.thread_id is not None:
+            message += f" (the question is kept: %chat -t {result.thread_id} --retry asks again)"
+        raise UsageError(message) from result.error
+
     def _render(self, events: Any, opts: Any) -> RenderResult:
         renderer = TurnRenderer(
             mode=self._mode(opts.no_stream), chat=self.chat, show_error=False,
-            max_updates_per_second=self.max_updates_per_second,
+            max_updates_per_second=self.max_updates_per_second, prompts=_show_prompts,
         )
         result = renderer.render(events)
         result.shown_in = execution_marker()
@@ -365,7 +384,7 @@ class ChatMagics(Magics):
         value = _unquote_value(rest.strip() if call_id else text)
         events = chat.iter_answer_tool_call(thread, value, call_id=call_id)
         self.thread_id = thread if self.thread_id is None else self.thread_id
-        return self._render(events, opts)
+        return self._shown(self._render(events, opts))
 
     # -- thread commands ------------------------------------------------------------
     def _new_thread(self, opts: Any) -> None:
@@ -454,6 +473,13 @@ class ChatMagics(Magics):
             return int(str(value))
         except ValueError:
             raise UsageError(f"thread ids are numbers, got {value!r}; see %chat --list") from None
+
+
+def _show_prompts(chat: Chat, calls: list[Any], **kwargs: Any) -> None:
+    """Widget prompts for a suspended turn (ipywidgets loads only when one suspends)."""
+    from ._prompts import show_tool_prompts
+
+    show_tool_prompts(chat, calls, **kwargs)
 
 
 def load(ipython: Any) -> None:

@@ -36,13 +36,15 @@ live when a person clicked, and once when a later cell called ``.click()``.
 ``handle`` renders into an existing display (made in the cell with
 :func:`new_handle`, or ``TurnRenderer(reserve=True)``) instead of a new one.
 
-When a turn suspends and ``chat`` is given, the renderer calls
-``nbchat.widgets.show_tool_prompts(chat, pending_calls,
-renderer_factory=...)`` where a person can click (live mode, or ``"final"``
-while :func:`detect_mode` says live); ``renderer_factory()`` returns a
-:class:`TurnRenderer` whose display is reserved in the cell at that moment,
-for the callback to ``.render(chat.iter_answer_tool_call(...))`` into.
-Otherwise it prints how to answer from code: ``%chat -t ID --answer VALUE``.
+When a turn suspends, ``chat`` is given and a person can click (live mode,
+or ``"final"`` while :func:`detect_mode` says live), the renderer calls its
+``prompts`` hook (the magics and the panel pass
+``nbchat.widgets.show_tool_prompts``) as ``prompts(chat, pending_calls,
+renderer_factory=…)``; ``renderer_factory()`` returns a :class:`TurnRenderer`
+whose display is reserved in the cell at that moment, for the callback to
+``.render(chat.iter_answer_tool_call(...))`` into. Otherwise it prints each
+question, its options and how to answer from code (``%chat -t ID --answer
+VALUE``).
 """
 
 from __future__ import annotations
@@ -57,13 +59,18 @@ from IPython import get_ipython
 from IPython.display import DisplayHandle, display
 
 from ._sinks import DisplaySink, Sink, TextSink, TurnView
+from .chat import Answer
 from .config import ENV_LIVE
 from .errors import NbchatError
+from .records import PendingCall
 
 if TYPE_CHECKING:
-    from .chat import Answer, Chat, PendingCall
+    from .chat import Chat
 
 Mode = Literal["live", "final", "text"]
+PromptsHook = Callable[..., object]
+"""Shows prompts for a suspended turn's calls: ``hook(chat, calls, renderer_factory=…)``,
+as :func:`nbchat.widgets.show_tool_prompts` does."""
 MODES: tuple[str, ...] = ("live", "final", "text")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -117,27 +124,18 @@ def new_handle() -> DisplayHandle:
     return handle
 
 
-@dataclass
-class RenderResult:
+@dataclass(repr=False)
+class RenderResult(Answer):
     """A rendered turn: what ``reply = %chat …`` holds. ``str(result)`` is the answer.
 
-    Displaying it shows the answer again, except during the execution that
-    rendered it (where it is on screen already).
+    An :class:`~nbchat.Answer` that also knows how it was shown: displaying it
+    shows the answer again, except during the execution that rendered it
+    (where it is on screen already).
     """
 
-    text: str = ""
-    status: str = "complete"
-    thread_id: int | None = None
-    turn: int = 0
-    model: str = ""
-    pending: tuple[PendingCall, ...] = ()
-    error: NbchatError | None = None
-    updates: int = 0
+    updates: int = field(default=0, compare=False)
     handle: DisplayHandle | None = field(default=None, repr=False, compare=False)
     shown_in: object = field(default=None, repr=False, compare=False)
-
-    def __str__(self) -> str:
-        return self.text
 
     def __repr__(self) -> str:
         preview = self.text if len(self.text) <= 60 else self.text[:59] + "…"
@@ -154,10 +152,8 @@ class RenderResult:
 
     def to_answer(self) -> Answer:
         """The same outcome as :meth:`nbchat.Chat.ask` returns it."""
-        from .chat import Answer
-
         return Answer(self.text, self.thread_id, self.turn, self.status, self.model,
-                      pending=self.pending)
+                      self.usage, self.elapsed, self.pending, self.error)
 
     def _ipython_display_(self) -> None:
         if self.shown_in is not None and self.shown_in == execution_marker():
@@ -179,6 +175,7 @@ class TurnRenderer:
         max_updates_per_second: float = 10.0,
         show_error: bool = True,
         reserve: bool = False,
+        prompts: PromptsHook | None = None,
     ) -> None:
         if mode is not None and mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -188,6 +185,7 @@ class TurnRenderer:
         self.metadata = dict(metadata or {})
         self.max_updates_per_second = max_updates_per_second
         self.show_error = show_error
+        self.prompts = prompts
 
     def render(self, events: Iterable[Any]) -> RenderResult:
         """Consume ``events`` and render them; the outcome (never raises NbchatError)."""
@@ -227,14 +225,9 @@ class TurnRenderer:
     def _offer_answers(self, turn: TurnView, mode: Mode) -> None:
         # Widgets where a person can click them (also under --no-stream), else the code.
         person = mode == "live" or (mode == "final" and detect_mode() == "live")
-        if person and self.chat is not None:
-            try:
-                from .widgets import show_tool_prompts
-            except ImportError:
-                pass
-            else:
-                show_tool_prompts(self.chat, list(turn.pending), renderer_factory=self._factory())
-                return
+        if person and self.chat is not None and self.prompts is not None:
+            self.prompts(self.chat, list(turn.pending), renderer_factory=self._factory())
+            return
         for line in answer_hints(turn.pending):
             print(line, flush=True)
 
@@ -243,6 +236,7 @@ class TurnRenderer:
             return TurnRenderer(
                 mode=self.mode, chat=self.chat, metadata=self.metadata, reserve=True,
                 max_updates_per_second=self.max_updates_per_second, show_error=self.show_error,
+                prompts=self.prompts,
             )
 
         return factory
@@ -257,27 +251,24 @@ def render_turn(
     metadata: Mapping[str, Any] | None = None,
     max_updates_per_second: float = 10.0,
     show_error: bool = True,
+    prompts: PromptsHook | None = None,
 ) -> RenderResult:
     """Render one turn's events into the current cell; see the module docstring."""
     renderer = TurnRenderer(
         mode=mode, handle=handle, chat=chat, metadata=metadata,
-        max_updates_per_second=max_updates_per_second, show_error=show_error,
+        max_updates_per_second=max_updates_per_second, show_error=show_error, prompts=prompts,
     )
     return renderer.render(events)
 
 
 def answer_hints(pending: Iterable[PendingCall]) -> list[str]:
-    """One line per pending call saying how to answer it from code."""
+    """Each pending call's question (with its options) and how to answer it from code."""
     calls = list(pending)
     lines = []
     for call in calls:
         which = f"{call.call_id} " if len(calls) > 1 else ""
-        options = call.prompt.get("options")
-        choices = f" (one of: {', '.join(map(str, options))})" if options else ""
-        lines.append(
-            f"To answer {call.tool!r}{choices}, run: "
-            f"%chat -t {call.thread_id} --answer {which}VALUE"
-        )
+        lines.append(f"❓ {call.tool}: {call.question}")
+        lines.append(f"   answer with: %chat -t {call.thread_id} --answer {which}VALUE")
     return lines
 
 

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from numbers import Integral, Real
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from tinydb import TinyDB
 from tinydb.table import Document
@@ -65,9 +65,18 @@ from ._storage import (
     writer_token,
 )
 from .config import default_store_path, default_user
-from .errors import InputError, StoreCorrupt, StoreError, StoreVersionError, ThreadNotFound
+from .errors import (
+    AlreadyAnswered,
+    InputError,
+    NoPendingCall,
+    StoreCorrupt,
+    StoreError,
+    StoreVersionError,
+    ThreadNotFound,
+)
+from .records import AnsweredCall, PendingCall, RecordError
 
-__all__ = ["SCHEMA", "SearchHit", "Thread", "ThreadInfo", "ThreadStore", "Turn"]
+__all__ = ["SCHEMA", "SearchHit", "Store", "Thread", "ThreadInfo", "ThreadStore", "Turn"]
 
 SCHEMA = 1
 STATUSES = ("streaming", "complete", "interrupted", "failed", "suspended")
@@ -85,12 +94,13 @@ class Turn:
     answer: str = ""
     messages: list[dict] = field(default_factory=list)
     status: str = "streaming"
-    pending: list[dict] = field(default_factory=list)
+    pending: list[PendingCall] = field(default_factory=list)
     error: str | None = None
     model: str | None = None
     usage: dict | None = None
     started: float = 0.0
     finished: float | None = None
+    answered: list[AnsweredCall] = field(default_factory=list)
 
 
 @dataclass
@@ -142,6 +152,44 @@ _HEADER_TYPES = (
     ("updated", _NUMBER),
     ("settings", dict),
 )
+
+
+class Store(Protocol):
+    """What every thread store does, whatever keeps the data (TinyDB, PostgreSQL).
+
+    Every method is one atomic operation for one user (``user``): what it has
+    returned survives the process being killed and is seen at once by other
+    processes. Thread ids are sequential per user and never reused. Records
+    read back are checked; damaged ones raise StoreCorrupt naming
+    :meth:`location` and are left as they are.
+    """
+
+    user: str
+
+    def new_thread(
+        self, model: str, *, system: str | None = None, title: str = "",
+        settings: dict | None = None,
+    ) -> int: ...  # fmt: skip
+    def threads(self) -> list[ThreadInfo]: ...
+    def thread_list(self) -> list[tuple[int, str]]: ...
+    def thread_details(self, thread_id: int) -> list[tuple[str, str]]: ...
+    def get(self, thread_id: int) -> Thread: ...
+    def update_thread_title(self, thread_id: int, title: str) -> None: ...
+    def update_thread(
+        self, thread_id: int, *, model: str | None = None, system: str | None = ...,
+        settings: dict | None = None,
+    ) -> None: ...  # fmt: skip
+    def delete_thread(self, thread_id: int) -> None: ...
+    def search(self, text: str) -> list[SearchHit]: ...
+    def append_response(
+        self, thread_id: int, query: str, answer: str, title: str | None = None
+    ) -> int: ...
+    def start_turn(self, thread_id: int, query: str, *, model: str | None = None) -> int: ...
+    def update_turn(self, thread_id: int, turn: int, **changes: Any) -> Turn: ...
+    def claim_call(
+        self, thread_id: int, turn: int, call_id: str, *, output: str, answer: AnsweredCall
+    ) -> Turn: ...
+    def location(self, thread_id: int | None = None) -> str: ...
 
 
 class ThreadStore:
@@ -325,7 +373,8 @@ class ThreadStore:
     def update_turn(self, thread_id: int, turn: int, **changes: Any) -> Turn:
         """Change some fields of a turn and return it as saved.
 
-        Fields: answer, messages, status, pending, error, usage, finished, model.
+        Fields: answer, messages, status, pending, answered, error, usage, finished,
+        model. ``pending`` and ``answered`` take records (or their dicts).
         A turn left "streaming" belongs to the calling process from then on.
         """
         tid = self._check_id(thread_id)
@@ -336,6 +385,38 @@ class ThreadStore:
             return self._change(
                 tid, lambda db, header: self._set_turn(db, tid, index, changes, writer)
             )
+
+    def claim_call(
+        self,
+        thread_id: int,
+        turn: int,
+        call_id: str,
+        *,
+        output: str,
+        answer: AnsweredCall,
+    ) -> Turn:
+        """Record the answer to a pending call, exactly once; the turn as saved.
+
+        Under the store's lock the call must still be pending: its entry moves
+        to ``answered``, the tool message with ``output`` joins the turn's
+        messages and, once no call of the turn waits any more, the turn turns
+        "streaming" (owned by this process, which resumes it). A second answer
+        raises :class:`~nbchat.errors.AlreadyAnswered` and changes nothing.
+        """
+        tid = self._check_id(thread_id)
+        index = _check_index(turn)
+        with self._folder.locked():
+            writer = writer_token(self._folder.writers)
+            return self._change(
+                tid,
+                lambda db, header: self._claim(db, tid, index, call_id, output, answer, writer),
+            )
+
+    def location(self, thread_id: int | None = None) -> str:
+        """Where a thread (or this user's threads) is kept, for messages."""
+        if thread_id is None:
+            return str(self._folder.path)
+        return str(self._folder.thread(self._check_id(thread_id)))
 
     # -- inside the lock ---------------------------------------------------------------
 
@@ -408,11 +489,52 @@ class ThreadStore:
             _set_header(db)
         return self._turn(cast(Document, turns.get(doc_id=index + 1)), db)
 
+    def _claim(
+        self,
+        db: TinyDB,
+        tid: int,
+        index: int,
+        call_id: str,
+        output: str,
+        answer: AnsweredCall,
+        writer: str,
+    ) -> Turn:
+        current = self._set_turn(db, tid, index, {}, writer)
+        if any(done.call_id == call_id for done in current.answered):
+            raise AlreadyAnswered(
+                f"already answered: call {call_id!r} in thread {tid} was answered "
+                f"by someone else first; nothing was sent again",
+                thread_id=tid,
+                call_id=call_id,
+            )
+        waiting = [call for call in current.pending if call.call_id == call_id]
+        if current.status != "suspended" or not waiting:
+            raise NoPendingCall(f"no call {call_id!r} waits for an answer in thread {tid}")
+        call = waiting[0]
+        pending = [c.to_dict() for c in current.pending if c.call_id != call_id]
+        tool_message = {
+            "role": "tool", "tool_call_id": call_id, "name": call.tool, "content": output,
+        }  # fmt: skip
+        changes = {
+            "messages": [*current.messages, tool_message],
+            "pending": pending,
+            "answered": [*(a.to_dict() for a in current.answered), answer.to_dict()],
+            "status": "suspended" if pending else "streaming",
+        }
+        return self._set_turn(db, tid, index, changes, writer)
+
     def _turn(self, doc: dict[str, Any], db: TinyDB) -> Turn:
+        index = doc.doc_id - 1 if isinstance(doc, Document) else 0
         try:
             turn = Turn(**{key: doc[key] for key in _TURN_KEYS if key in doc})
+            turn.pending = [
+                PendingCall.from_dict(_thread_id(db), index, entry) for entry in turn.pending
+            ]
+            turn.answered = [AnsweredCall.from_dict(entry) for entry in turn.answered]
         except TypeError:
             raise corrupt(_path(db), "holds a turn nbchat did not write") from None
+        except RecordError as exc:
+            raise corrupt(_path(db), f"holds a damaged record in turn {index} ({exc})") from None
         writers = self._folder.writers
         if turn.status == "streaming" and not is_writer_alive(writers, doc.get("writer")):
             turn.status = "interrupted"
@@ -468,6 +590,11 @@ def _turn_docs(db: TinyDB) -> list[Document]:
 
 def _header(db: TinyDB) -> Any:
     return db.table("thread").get(doc_id=1)
+
+
+def _thread_id(db: TinyDB) -> int:
+    header = _header(db)
+    return int(header["id"]) if isinstance(header, dict) else 0
 
 
 def _path(db: TinyDB) -> Path:
@@ -565,9 +692,22 @@ def _check_dict_list(value: object, name: str) -> list[dict]:
     return _check_json(value, name, list)
 
 
+def _check_records(name: str, entries: list[dict]) -> None:
+    read = {"pending": lambda e: PendingCall.from_dict(0, 0, e), "answered": AnsweredCall.from_dict}
+    try:
+        for entry in entries if name in read else ():
+            read[name](entry)
+    except RecordError as exc:
+        raise InputError(f"{name} must hold {name} call records: {exc}") from None
+
+
 def _check_turn_field(name: str, value: Any) -> Any:
-    if name in ("messages", "pending"):
-        return _check_dict_list(value, name)
+    if name in ("pending", "answered") and isinstance(value, list):
+        value = [item.to_dict() if hasattr(item, "to_dict") else item for item in value]
+    if name in ("messages", "pending", "answered"):
+        checked = _check_dict_list(value, name)
+        _check_records(name, checked)
+        return checked
     if name == "status":
         if value not in STATUSES:
             raise InputError(f"status must be one of {', '.join(STATUSES)}; got {value!r}")
@@ -580,5 +720,5 @@ def _check_turn_field(name: str, value: Any) -> Any:
         if value is not None and (isinstance(value, bool) or not isinstance(value, Real)):
             raise InputError(f"finished must be epoch seconds or None, got {value!r}")
         return None if value is None else float(value)
-    allowed = "answer, messages, status, pending, error, usage, finished, model"
+    allowed = "answer, messages, status, pending, answered, error, usage, finished, model"
     raise InputError(f"update_turn cannot change {name!r}; it changes: {allowed}")

@@ -16,7 +16,6 @@ import contextlib
 import contextvars
 import dataclasses
 import html
-import json
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -38,11 +37,12 @@ from ._prompts import (
     shows_errors,
 )
 from ._usage import Price, parse_prices, prices_from_env, thread_usage_line, turn_usage_line
+from ._views import answer_markdown
 from .chat import Chat
 from .errors import InputError, NbchatError
 from .events import Event
 from .render import RenderResult, detect_mode, render_turn
-from .store import Thread, ThreadInfo, Turn
+from .store import Thread, ThreadInfo
 
 __all__ = [
     "ChatInput",
@@ -454,7 +454,10 @@ class ChatPanel(widgets.VBox):
         with hosting(self):
             # Live even when no person clicked: widget state is not what nbval
             # compares, and only a live renderer offers the prompts of a suspension.
-            result = render_turn(events, mode="live", handle=self.live, chat=self.chat)  # type: ignore[arg-type]
+            result = render_turn(
+                events, mode="live", handle=self.live, chat=self.chat,  # type: ignore[arg-type]
+                prompts=show_tool_prompts,
+            )
         self.prompt_area.children = tuple(
             group for group in self.prompt_area.children if group not in earlier
         )
@@ -512,7 +515,8 @@ class ChatPanel(widgets.VBox):
 
     def _load_threads(self, select: int | None, *, render: bool = True) -> None:
         """List the threads again and select ``select`` (or the newest, if it is gone)."""
-        infos = self.chat.threads()
+        # The store's list: Chat.threads() would wait for titles under way.
+        infos = self.chat.store.threads()
         self._stamp = self._store_stamp()
         self._infos = {info.id: info for info in infos}
         ids = [info.id for info in infos]
@@ -638,48 +642,13 @@ def conversation_markdown(thread: Thread) -> str:
     for turn in thread.turns:
         question = turn.query.strip().replace("\n", "\n> ")
         model = f" · *{turn.model}*" if turn.model else ""
-        answer = _answer_markdown(turn)
+        answer = answer_markdown(turn)
         if turn.status == "failed":
             answer += f"\n\n**⚠ {turn.error or 'the answer failed'}**"
         elif _STATUS_LABELS.get(turn.status):
             answer += f"\n\n{_STATUS_LABELS[turn.status]}"
         turns.append(f"**You**\n\n> {question}\n\n**Assistant**{model}\n\n{answer.strip()}\n")
     return "\n---\n\n".join(turns)
-
-
-def _answer_markdown(turn: Turn) -> str:
-    """The answer's text rounds, with each client-tool question and the person's answer."""
-    questions: dict[str, str] = {}
-    parts: list[str] = []
-    for message in turn.messages:
-        if message.get("role") == "assistant":
-            parts.append(str(message.get("content") or "").strip())
-            for call in message.get("tool_calls") or []:
-                questions[call.get("id", "")] = _question(call)
-        elif message.get("role") == "tool":
-            answer = _client_answer(str(message.get("content", "")))
-            if answer is not None:
-                question = questions.get(message.get("tool_call_id", ""), "")
-                parts.append(f"> *{question}* → **{answer}**" if question else f"> **{answer}**")
-    text = "\n\n".join(part for part in parts if part)
-    # Messages are written when a turn ends; while it streams, only the answer is.
-    return text if text and turn.status != "streaming" else turn.answer
-
-
-def _question(call: dict[str, Any]) -> str:
-    try:
-        arguments = json.loads(call.get("function", {}).get("arguments") or "{}")
-    except ValueError:
-        return ""
-    question = arguments.get("question") if isinstance(arguments, dict) else None
-    return " ".join(str(question).split()) if question else ""
-
-
-def _client_answer(output: str) -> str | None:
-    """The person's answer in a client tool's output, or None for other tools' outputs."""
-    if not output.startswith("<answer>\n") or "\n</answer>" not in output:
-        return None
-    return " ".join(output[len("<answer>\n") : output.index("\n</answer>")].split())
 
 
 def _label(title: str, thread_id: int) -> str:
