@@ -8,6 +8,24 @@ the cell renderer calls when a turn suspends.
 
 Widget callbacks run while no cell runs: everything the panel shows is
 written into widgets it owns, never with ``display``.
+
+How Escape stops an answer. When a person sends from the browser, the answer
+streams in a background thread and the widget callback returns at once; the
+stop request (a comm message from the question box) sets an event that the
+stream checks between two pieces of the answer, then the turn's generator is
+closed (the engine saves it as interrupted, the connection closes). Measured
+in JupyterLab + Chromium on ipykernel 7.4, Escape to the interrupted answer on
+screen: 85 ms with the stream in a thread, 182 ms with it in the callback on
+the main thread (7.4 dispatches comm messages while a shell handler runs;
+older kernels queue them until the callback ends, NOTES on blocking cells).
+The thread also leaves the kernel free to run cells while the panel answers.
+A kernel interrupt, which stops answers in cells, does not reach the thread:
+Escape and Stop do. A ``.click()`` from code streams before it returns.
+
+Following the store costs one ``stat`` of the store folder per look (about
+2 µs); the browser asks once a second while the panel is visible, never with
+a question unanswered: about 2 ms of kernel CPU a second in all, most of it
+ipykernel handling the message (``benchmarks/panel.py``).
 """
 
 from __future__ import annotations
