@@ -58,6 +58,7 @@ def test_enter_while_an_answer_streams_does_not_send_a_second_question(chat, scr
     panel.input_box.value = "a long answer please"
     panel.send_button.click()
     assert panel.is_streaming and panel.send_button.disabled
+    assert panel.thread_list.disabled and panel.delete_button.disabled  # the answer's thread
     assert panel.stop_button.layout.display == ""
 
     panel.input_box.value = "another"
@@ -91,6 +92,7 @@ def test_escape_stops_a_background_answer_and_keeps_the_partial_text(chat, scrip
     assert ended == ["interrupted"] and not panel.is_streaming
     assert panel.status == "Stopped; the partial answer is kept."
     assert not panel.send_button.disabled and panel.stop_button.layout.display == "none"
+    assert not panel.thread_list.disabled
     (turn,) = chat.store.get(thread).turns
     assert turn.status == "interrupted"
     assert turn.answer.startswith("word0 word1") and not turn.answer.endswith("word1999")

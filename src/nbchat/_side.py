@@ -19,6 +19,7 @@ from typing import Any
 
 from IPython import get_ipython
 
+from ._usage import parse_prices
 from .chat import Chat
 from .widgets import ChatPanel
 
@@ -84,12 +85,14 @@ def side_panel(chat: Chat | None = None, **kwargs: Any) -> ChatPanel:
 def _reuse(side: _Side, chat: Chat | None, kwargs: dict[str, Any]) -> ChatPanel | None:
     """The existing panel, if it shows the same store and user as asked for now."""
     panel = side.panel
-    if any(name != "thread_id" for name in kwargs):
+    if any(name not in ("thread_id", "prices") for name in kwargs):
         return None  # other settings: a new panel
     if chat is not None:
         if (chat.store.path, chat.user) != (panel.chat.store.path, panel.chat.user):
             return None
         panel.chat = chat  # the magics' current settings (model, tools) from now on
+    if kwargs.get("prices") is not None:
+        panel.prices = parse_prices(kwargs["prices"], source="prices")
     if kwargs.get("thread_id") is not None:
         panel.select(kwargs["thread_id"])
     else:

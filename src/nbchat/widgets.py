@@ -17,7 +17,7 @@ closed (the engine saves it as interrupted, the connection closes). Measured
 in JupyterLab + Chromium on ipykernel 7.4, Escape to the interrupted answer on
 screen: 85 ms with the stream in a thread, 182 ms with it in the callback on
 the main thread (7.4 dispatches comm messages while a shell handler runs;
-older kernels queue them until the callback ends, NOTES on blocking cells).
+earlier kernels hold them until the handler returns).
 The thread also leaves the kernel free to run cells while the panel answers.
 A kernel interrupt, which stops answers in cells, does not reach the thread:
 Escape and Stop do. A ``.click()`` from code streams before it returns.
@@ -492,7 +492,10 @@ class ChatPanel(widgets.VBox):
 
     def _set_streaming(self, streaming: bool) -> None:
         self.input_box.streaming = streaming
-        self.send_button.disabled = streaming
+        # The answer belongs to the thread shown: no switching or deleting meanwhile.
+        for widget in (self.send_button, self.thread_list, self.new_button,
+                       self.delete_button, self.confirm_delete_button):
+            widget.disabled = streaming
         self.stop_button.layout.display = "" if streaming else "none"
 
     def _load_models(self) -> None:

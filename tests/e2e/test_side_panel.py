@@ -24,6 +24,7 @@ os.environ.update(NBCHAT_BASE_URL={url!r}, NBCHAT_MODEL="scripted-small", NBCHAT
 ANSWER = "Tea is brewed by steeping leaves in hot water, then poured and enjoyed slowly."
 # Tall cells, so that the notebook scrolls.
 FILLER = "\n".join(f"# filler line {n}" for n in range(12))
+SAME = "import nbchat\nprint('same panel:', nbchat.panel(side=True) is nbchat.panel(side=True))"
 USAGE = re.compile(r"scripted-small · \d+ in · \d+ out · \d+\.\d s · ≈ \$\d")
 
 
@@ -63,7 +64,7 @@ def test_the_side_panel_follows_the_notebook_streams_and_stops(
     )
     setup = SETUP.format(url=scripted_server.url, store=str(tmp_path / "store"))
     nb: NotebookPage = notebook(
-        [setup, "%chat --panel --side", "%chat How is tea made?", *[FILLER] * 12]
+        [setup, "%chat --panel --side", "%chat How is tea made?", *[FILLER] * 12, SAME]
     )
     nb.run_cell(0)
     nb.run_cell(1)
@@ -154,4 +155,7 @@ def test_the_side_panel_follows_the_notebook_streams_and_stops(
     nb.run_cell(1)
     wait_for(lambda: page.locator(".jupyterlab-sidecar").count() == 1, "one side panel", page)
     panel.wait_for(timeout=30_000)
-    assert "two minutes." in panel.inner_text()
+    expect(panel).to_contain_text("two minutes.")
+    nb.run_cell(15)
+    nb.wait_for_text(15, "same panel: True")
+    wait_for(lambda: page.locator(".jupyterlab-sidecar").count() == 1, "one side panel", page)
