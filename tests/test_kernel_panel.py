@@ -36,6 +36,8 @@ def test_outside_jupyterlab_the_panel_opens_in_the_cell_with_a_note(env):
     with Kernel({**env, "VSCODE_PID": "4242"}) as kernel:
         kernel.ok("%load_ext nbchat")
         run = kernel.ok("%chat --panel --side")
-    assert run.stdout == "nbchat: only JupyterLab has a side area; the panel is shown here instead.\n"
+    assert run.stdout == (
+        "nbchat: only JupyterLab has a side area; the panel is shown here instead.\n"
+    )
     (shown,) = [o for o in run.outputs if o["output_type"] == "display_data"]
     assert WIDGET in shown["data"]
