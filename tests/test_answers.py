@@ -220,3 +220,18 @@ def test_show_and_export_tell_what_the_person_answered(
     expected = "Let me ask.\n\n> *Which colour?* → **green**\n\nGreen it is."
     assert expected in thread_markdown(chat.store.get(1))
     assert thread_notebook(chat.store.get(1))["cells"][2]["source"] == expected
+
+
+def test_a_closed_call_is_sent_back_once_with_its_text(
+    scripted_server: ScriptedServer, tmp_path: Path
+) -> None:
+    scripted_server.script(
+        Reply("Let me ask.", when="colour", tool_calls=[CHOOSE]),
+        Reply("Fine.", when="never mind"),
+    )
+    chat = suspended_thread(scripted_server, tmp_path)
+    chat.ask(1, "never mind")
+    sent = [r for r in scripted_server.chat_requests if r.messages[-1]["content"] == "never mind"]
+    assert [m["role"] for m in sent[0].messages] == ["user", "assistant", "tool", "user"]
+    assert sent[0].messages[1]["content"] == "Let me ask."
+    assert sent[0].messages[2]["content"] == "The person did not answer this question."

@@ -136,6 +136,7 @@ def test_another_users_threads_are_not_found(scripted_server, tmp_path):
 def test_history_and_ask_with_history_leave_the_thread_alone(chat, scripted_server):
     thread = chat.new_thread(system="Be brief.")
     chat.ask(thread, "What is 2+2?")
+    chat.wait_for_titles(10)  # the title request runs beside what follows
     history = chat.history(thread)
     assert history.system == "Be brief." and len(history) == 2
     swapped = ChatHistory(
@@ -178,6 +179,7 @@ def test_cleanup_policy_applies_before_each_request(scripted_server, tmp_path):
     chat.store.update_thread(thread, settings={"history_limit": 2, "strategy": "window"})
     for n in range(3):
         chat.ask(thread, f"What is {n}+1?")
+        chat.wait_for_titles(10)
     sent = scripted_server.chat_requests[-1].messages
     assert [m["content"] for m in sent] == ["What is 1+1?", "1 + 1 = 2.", "What is 2+1?"]
 

@@ -154,6 +154,15 @@ def test_text_mode_prints_as_it_arrives(capsys: pytest.CaptureFixture[str]) -> N
     assert result.text == "Hello"
 
 
+def test_text_mode_keeps_one_blank_line_between_a_tool_and_the_next_round(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    events = [ToolResult(CHOOSE, "a"), TurnStarted(3, 1, "m"), TextDelta("\n\n"),
+              TextDelta("You chose a."), TurnFinished(3, 1, "You chose a.", "complete", "m")]
+    render_turn(events, mode="text")
+    assert capsys.readouterr().out == "🔧 choose → 1 chars\n\nYou chose a.\n"
+
+
 def test_the_final_render_happens_before_the_turn_generator_goes_on() -> None:
     seen_before_title: list[int] = []
 

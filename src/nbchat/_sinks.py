@@ -193,6 +193,8 @@ class TextSink(Sink):
         self.at_line_start = True
 
     def text(self, turn: TurnView, text: str) -> None:
+        if self.at_line_start and text.startswith("\n\n"):
+            text = text[1:]  # after a tool's line, a paragraph break is one blank line
         sys.stdout.write(text)
         sys.stdout.flush()
         self.at_line_start = text.endswith("\n")

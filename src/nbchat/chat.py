@@ -736,10 +736,8 @@ def _closed(turn: Turn) -> list[dict[str, Any]]:
                     "content": "The person did not answer this question.",
                 }
             )
-    if turn.answer and not any(
-        m.get("role") == "assistant" and not m.get("tool_calls") for m in messages
-    ):
-        messages.append({"role": "assistant", "content": turn.answer})
+    if turn.answer and not any(m.get("role") == "assistant" for m in messages):
+        messages.append({"role": "assistant", "content": turn.answer})  # no messages kept
     return messages
 
 
