@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from kernel_helpers import Kernel, kernel_env
-
 from nbchat.testing import Reply
 
 pytestmark = pytest.mark.kernel
