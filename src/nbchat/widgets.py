@@ -16,9 +16,11 @@ stream checks between two pieces of the answer, then the turn's generator is
 closed (the engine saves it as interrupted, the connection closes). Measured
 in JupyterLab + Chromium on ipykernel 7.4, Escape to the interrupted answer on
 screen: 85 ms with the stream in a thread, 182 ms with it in the callback on
-the main thread (7.4 dispatches comm messages while a shell handler runs;
-earlier kernels hold them until the handler returns).
-The thread also leaves the kernel free to run cells while the panel answers.
+the main thread. That 7.4 handled the stop message while the callback ran is
+not something to build on: a kernel that queues comm messages behind a running
+handler, as kernels do behind a blocking cell, would see it only after the
+answer. The thread also leaves the kernel free to run cells while the panel
+answers.
 A kernel interrupt, which stops answers in cells, does not reach the thread:
 Escape and Stop do. A ``.click()`` from code streams before it returns.
 
@@ -102,8 +104,8 @@ class ChatPanel(widgets.VBox):
         How many of a thread's last turns to show at first; "Show earlier"
         adds as many again.
     area
-        ``"cell"`` or ``"side"`` (where :func:`side_panel` put it); the side
-        area gets a taller, narrower layout.
+        ``"cell"`` or ``"side"`` (where ``nbchat.panel(side=True)`` puts it);
+        the side area gets a taller, narrower layout.
     **chat_kwargs
         Passed to :class:`~nbchat.Chat` when ``chat`` is not given.
 
