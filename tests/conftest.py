@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+pytest_plugins = ["store_backends"]  # the store fixtures for both backends
+
 _CLEARED = ("OPENAI_API_KEY", "JUPYTERHUB_USER")
 
 

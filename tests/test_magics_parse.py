@@ -420,6 +420,26 @@ def test_export_as_markdown_and_as_a_notebook(
     )
 
 
+def test_search_lists_hits_newest_first(
+    run: Any, server: ScriptedServer, location: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NBCHAT_STORE", location)  # a folder, or a postgresql:// URL
+    server.script(Reply(when="pandas", chunks=["Read it with pandas.read_csv."]))
+    run("%chat -n How do I load a CSV with pandas?")
+    run("%chat -n Something else entirely")
+    run("%chat -n More PANDAS please")
+    lines = run("%chat --search load a CSV").out.splitlines()
+    assert [line.split()[0] for line in lines] == ["1"]
+    assert lines[0].endswith("turn 0: How do I load a CSV with pandas? — Read it with "
+                             "pandas.read_csv.")  # fmt: skip
+    run("%chat --list")  # the titles are in
+    run("%chat -t 3 And pandas again?")
+    lines = run("%chat --search Pandas").out.splitlines()
+    assert [line.split()[0] for line in lines] == ["3", "3", "1"]
+    assert run("%chat --search zebra").out == "Nothing in your threads matches 'zebra'\n"
+    assert usage_error(run("%chat --search")) == "search for what? %chat --search TEXT"
+
+
 # -- client tools ------------------------------------------------------------------------
 
 CHOOSE = ("choose", {"question": "Which colour?", "options": ["red", "blue"]})

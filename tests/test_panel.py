@@ -305,3 +305,17 @@ def test_bad_prices_in_config_are_one_line(shell, capsys):
     assert str(result.error_in_exec).startswith(
         "prices: the price of 'scripted-small' must be two numbers"
     )
+
+
+def test_the_panel_follows_either_store(location, scripted_server):
+    chat = Chat(base_url=scripted_server.url, model="scripted-small", store=location)
+    panel = ChatPanel(chat=chat)
+    assert panel.sync() is False
+
+    other = Chat(base_url=scripted_server.url, model="scripted-small", store=location)
+    thread = other.new_thread()
+    other.append_response(thread, "made in another kernel", "Seen.", title="Elsewhere")
+
+    assert panel.sync() is True
+    assert panel.thread_id == thread and "Seen." in panel.conversation.text
+    assert panel.sync() is False

@@ -15,21 +15,28 @@ from filelock import FileLock
 import nbchat
 from nbchat._storage import user_dirname
 from nbchat.errors import (
+    AlreadyAnswered,
     InputError,
+    NoPendingCall,
     StoreCorrupt,
     StoreLocked,
     StoreVersionError,
     ThreadNotFound,
 )
-from nbchat.records import PendingCall, Prompt
-from nbchat.store import SearchHit, Thread, ThreadInfo, ThreadStore, Turn
+from nbchat.records import AnsweredCall, PendingCall, Prompt
+from nbchat.store import SearchHit, Store, Thread, ThreadInfo, ThreadStore, Turn
+from store_backends import Opener
 
 SRC = str(Path(nbchat.__file__).resolve().parents[1])
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> ThreadStore:
-    return ThreadStore(tmp_path / "store", "ana")
+def store(open_for: Opener) -> Store:
+    """User ana's store, on each backend (``location`` picks the backend)."""
+    return open_for("ana")
+
+
+tinydb_only = pytest.mark.parametrize("location", ["tinydb"], indirect=True)
 
 
 def folder(store: ThreadStore) -> Path:
@@ -52,8 +59,8 @@ def test_thread_ids_start_at_1_and_are_never_reused(store: ThreadStore) -> None:
     assert store.thread_list() == [(4, ""), (1, "")]
 
 
-def test_ids_are_per_user(tmp_path: Path) -> None:
-    ana, bob = ThreadStore(tmp_path, "ana"), ThreadStore(tmp_path, "bob")
+def test_ids_are_per_user(open_for: Opener) -> None:
+    ana, bob = open_for("ana"), open_for("bob")
     assert (ana.new_thread("m"), ana.new_thread("m"), bob.new_thread("m")) == (1, 2, 1)
     assert bob.thread_list() == [(1, "")]
 
@@ -109,6 +116,16 @@ def test_update_thread(store: ThreadStore) -> None:
     assert store.threads()[0].model == "m2"
 
 
+def test_a_generated_title_never_overwrites_one_given_meanwhile(store: ThreadStore) -> None:
+    tid = store.new_thread("m")
+    assert store.update_thread_title(tid, "Generated", if_untitled=True) is True
+    assert store.update_thread_title(tid, "Later generated", if_untitled=True) is False
+    assert store.update_thread_title(tid, "Renamed") is True
+    assert store.thread_list() == [(tid, "Renamed")]
+    with pytest.raises(ThreadNotFound):
+        store.update_thread_title(tid + 1, "Nobody's", if_untitled=True)
+
+
 def test_titles_are_checked_and_tidied(store: ThreadStore) -> None:
     tid = store.new_thread("m")
     store.update_thread_title(tid, "  Rust\n lifetimes  ")
@@ -123,8 +140,8 @@ def test_titles_are_checked_and_tidied(store: ThreadStore) -> None:
     assert store.thread_details(tid) == []
 
 
-def test_search_ignores_case_and_other_users(tmp_path: Path) -> None:
-    ana, bob = ThreadStore(tmp_path, "ana"), ThreadStore(tmp_path, "bob")
+def test_search_ignores_case_and_other_users(open_for: Opener) -> None:
+    ana, bob = open_for("ana"), open_for("bob")
     one, two = ana.new_thread("m", title="one"), ana.new_thread("m", title="two")
     ana.append_response(one, "What is TinyDB?", "a small database")
     ana.append_response(two, "hello", "tinydb stores JSON")
@@ -138,10 +155,10 @@ def test_search_ignores_case_and_other_users(tmp_path: Path) -> None:
         ana.search(" ")
 
 
-def test_start_turn_persists_the_query_first(store: ThreadStore, tmp_path: Path) -> None:
+def test_start_turn_persists_the_query_first(store: ThreadStore, open_for: Opener) -> None:
     tid = store.new_thread("m")
     index = store.start_turn(tid, "q", model="other")
-    other = ThreadStore(tmp_path / "store", "ana")
+    other = open_for("ana")
     [turn] = other.get(tid).turns
     assert (index, turn.query, turn.status, turn.model, turn.answer) == (
         0,
@@ -181,6 +198,72 @@ def test_stored_values_round_trip_as_json(store: ThreadStore) -> None:
     assert store.thread_details(tid) == [("é 日本 😀 \ud800", "\x00 tab\t")]
 
 
+def suspended_turn(store: Store, calls: int) -> tuple[int, list[PendingCall]]:
+    tid = store.new_thread("m")
+    store.start_turn(tid, "q")
+    pending = [PendingCall(tid, 0, f"c{i}", "ask", {"n": i}, Prompt("text", "Name?"))
+               for i in range(calls)]  # fmt: skip
+    store.update_turn(tid, 0, status="suspended", pending=pending)
+    return tid, pending
+
+
+def test_claiming_answers_a_call_once(store: ThreadStore) -> None:
+    tid, [first, second] = suspended_turn(store, 2)
+    answer = AnsweredCall("c0", "ask", "Name?", "Ana", by="ana", at=1.0)
+    turn = store.claim_call(tid, 0, "c0", output="Ana", answer=answer)
+    assert (turn.status, turn.pending, turn.answered) == ("suspended", [second], [answer])
+    tool_message = {"role": "tool", "tool_call_id": "c0", "name": "ask", "content": "Ana"}
+    assert turn.messages == [tool_message]
+    with pytest.raises(AlreadyAnswered) as caught:
+        store.claim_call(tid, 0, "c0", output="Bob", answer=answer)
+    assert (caught.value.thread_id, caught.value.call_id) == (tid, "c0")
+    assert store.get(tid).turns[0] == turn  # the second answer changed nothing
+    last = AnsweredCall("c1", "ask", "Name?", True)
+    turn = store.claim_call(tid, 0, "c1", output="yes", answer=last)
+    assert (turn.status, turn.pending, turn.answered) == ("streaming", [], [answer, last])
+    assert store.get(tid).turns[0].status == "streaming"  # this process resumes it
+    assert [m["tool_call_id"] for m in turn.messages] == ["c0", "c1"]
+
+
+def test_claiming_what_does_not_wait(store: ThreadStore) -> None:
+    tid, _ = suspended_turn(store, 1)
+    answer = AnsweredCall("nope", "ask", "Name?", "Ana")
+    with pytest.raises(NoPendingCall, match="no call 'nope' waits for an answer in thread 1"):
+        store.claim_call(tid, 0, "nope", output="x", answer=answer)
+    store.update_turn(tid, 0, status="failed")
+    with pytest.raises(NoPendingCall) as caught:
+        store.claim_call(tid, 0, "c0", output="x", answer=answer)
+    assert type(caught.value) is NoPendingCall
+    with pytest.raises(ThreadNotFound):
+        store.claim_call(tid + 1, 0, "c0", output="x", answer=answer)
+    with pytest.raises(InputError, match="thread 1 has no turn 3; its turns are 0 to 0"):
+        store.claim_call(tid, 3, "c0", output="x", answer=answer)
+
+
+def test_location_names_the_thread(store: ThreadStore) -> None:
+    tid = store.new_thread("m")
+    assert str(tid) in store.location(tid) and store.location(tid) != store.location()
+
+
+def test_any_text_round_trips_everywhere(store: ThreadStore) -> None:
+    awkward = ["\x00", "a\x00b", "\ud800", "\ue000", "\ue000\"x\"", "😀", "", "\\u0000"]
+    tid = store.new_thread("\ue000m", system="\x00sys", title="\ue000 title")
+    store.update_thread(tid, settings={text: [text] for text in awkward})
+    index = store.start_turn(tid, "\ue000 query \x00")
+    messages = [{"role": "user", "content": text, text: {"nested": [text, 1, None]}}
+                for text in awkward]  # fmt: skip
+    store.update_turn(tid, index, answer="\x00\ud800\ue000", messages=messages,
+                      error="\x00", usage={"\x00": 1})  # fmt: skip
+    thread = store.get(tid)
+    [turn] = thread.turns
+    assert (thread.model, thread.system, thread.title) == ("\ue000m", "\x00sys", "\ue000 title")
+    assert thread.settings == {text: [text] for text in awkward}
+    assert (turn.query, turn.answer) == ("\ue000 query \x00", "\x00\ud800\ue000")
+    assert turn.error == "\x00"
+    assert (turn.messages, turn.usage) == (messages, {"\x00": 1})
+    assert store.thread_list() == [(tid, "\ue000 title")]
+
+
 # -- bad input ---------------------------------------------------------------------------
 
 
@@ -210,14 +293,14 @@ def test_thread_ids_that_do_not_exist(store: ThreadStore, bad: int) -> None:
             f"invalid thread id {bad} for user 'ana'; see your threads with %chat --list"
         )
         assert (caught.value.thread_id, caught.value.user) == (bad, "ana")
-    assert not thread_file(store, 2).exists()
+    assert store.thread_list() == [(1, "")]
 
 
-def test_another_users_thread_is_not_found_like_a_missing_one(tmp_path: Path) -> None:
-    bob = ThreadStore(tmp_path, "bob")
+def test_another_users_thread_is_not_found_like_a_missing_one(open_for: Opener) -> None:
+    bob = open_for("bob")
     secret = bob.new_thread("m", title="secret")
     bob.append_response(secret, "my secret", "ok")
-    ana = ThreadStore(tmp_path, "ana")
+    ana = open_for("ana")
     with pytest.raises(ThreadNotFound) as existing:
         ana.get(secret)
     with pytest.raises(ThreadNotFound) as missing:
@@ -255,9 +338,9 @@ def test_user_names_get_their_own_folder(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("bad", ["", "  ", 3, b"ana"])
-def test_user_must_be_a_name(tmp_path: Path, bad: object) -> None:
+def test_user_must_be_a_name(open_for: Opener, bad: object) -> None:
     with pytest.raises(InputError, match="user"):
-        ThreadStore(tmp_path, bad)  # type: ignore[arg-type]
+        open_for(bad)
 
 
 def test_queries_and_answers_are_checked(store: ThreadStore) -> None:
@@ -334,6 +417,7 @@ def test_defaults_come_from_the_environment(
     assert repr(store) == f"ThreadStore(path={str(tmp_path / 'env-store')!r}, user='zoe')"
 
 
+@tinydb_only
 def test_every_write_replaces_the_file(store: ThreadStore) -> None:
     tid = store.new_thread("m")
     path = thread_file(store, tid)
@@ -347,6 +431,7 @@ def test_every_write_replaces_the_file(store: ThreadStore) -> None:
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc")
+@tinydb_only
 def test_no_file_handle_stays_open(store: ThreadStore) -> None:
     tid = store.new_thread("m")
     store.append_response(tid, "q", "a")
@@ -359,6 +444,7 @@ def test_no_file_handle_stays_open(store: ThreadStore) -> None:
     assert not [t for t in targets if t.startswith(str(folder(store))) and t.endswith(".json")]
 
 
+@tinydb_only
 def test_newer_schema_is_refused(store: ThreadStore, tmp_path: Path) -> None:
     tid = store.new_thread("m")
     path = thread_file(store, tid)
@@ -388,6 +474,7 @@ CORRUPTIONS = {
 
 
 @pytest.mark.parametrize("damage", CORRUPTIONS)
+@tinydb_only
 def test_corrupt_thread_file_is_reported_and_left_alone(store: ThreadStore, damage: str) -> None:
     one, two = store.new_thread("m", title="one"), store.new_thread("m", title="two")
     store.append_response(one, "q", "a")
@@ -429,6 +516,7 @@ def test_file_of_another_user_or_thread_is_corrupt(tmp_path: Path) -> None:
         ana.get(1)
 
 
+@tinydb_only
 def test_corrupt_index_is_reported_and_rebuilt_once_moved(store: ThreadStore) -> None:
     tids = [store.new_thread("m", title=f"t{i}") for i in range(3)]
     index = folder(store) / "index-0.json"
@@ -444,6 +532,7 @@ def test_corrupt_index_is_reported_and_rebuilt_once_moved(store: ThreadStore) ->
     assert sorted(store.thread_list()) == [(1, "t0"), (2, "t1"), (3, "t2")]
 
 
+@tinydb_only
 def test_corrupt_meta_stops_only_new_threads(store: ThreadStore, tmp_path: Path) -> None:
     tid = store.new_thread("m")
     meta = folder(store) / "meta.json"
@@ -469,6 +558,7 @@ def _times(store: ThreadStore, tid: int) -> tuple[float, float]:
     return thread.created, thread.updated
 
 
+@tinydb_only
 def test_stale_index_is_repaired(store: ThreadStore) -> None:
     """A process killed between writing a thread file and its index entry."""
     one, two = store.new_thread("m", title="one"), store.new_thread("m", title="two")
@@ -487,6 +577,7 @@ def test_stale_index_is_repaired(store: ThreadStore) -> None:
     assert "2" not in json.loads(index.read_text())["threads"]
 
 
+@tinydb_only
 def test_missing_index_is_rebuilt_and_temp_files_cleaned(store: ThreadStore) -> None:
     tids = [store.new_thread("m", title=f"t{i}") for i in range(150)]
     for path in folder(store).glob("index-*.json"):
@@ -543,6 +634,7 @@ def test_store_imports_no_jupyter() -> None:
     assert (out.returncode, out.stdout.strip()) == (0, "[]"), out.stderr
 
 
+@tinydb_only
 def test_a_thread_known_before_it_broke_keeps_its_title(store: ThreadStore) -> None:
     tid = store.new_thread("m", title="known")
     store.append_response(tid, "q", "a")
@@ -551,6 +643,7 @@ def test_a_thread_known_before_it_broke_keeps_its_title(store: ThreadStore) -> N
     assert store.threads()[0].title == "known" and store.threads()[0].turns == 1
 
 
+@tinydb_only
 def test_changing_a_thread_writes_only_its_file(store: ThreadStore) -> None:
     """Why an append costs the same with 10 or 10,000 threads."""
     tids = [store.new_thread("m") for _ in range(3)]
@@ -568,6 +661,7 @@ def test_changing_a_thread_writes_only_its_file(store: ThreadStore) -> None:
     assert store.threads()[0] == ThreadInfo(2, "t", "m2", 2, *_times(store, 2))
 
 
+@tinydb_only
 def test_a_thread_changed_in_the_index_clock_tick_is_reread(store: ThreadStore) -> None:
     """Two writes in one clock tick can leave the same stamp: such entries are not trusted."""
     tid = store.new_thread("m", title="one")

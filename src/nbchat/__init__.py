@@ -22,6 +22,7 @@ from .errors import (
     LLMError,
     LLMTimeout,
     MalformedStream,
+    ModelNotAllowed,
     ModelNotFound,
     NbchatError,
     NoPendingCall,
@@ -30,6 +31,7 @@ from .errors import (
     StoreCorrupt,
     StoreError,
     StoreLocked,
+    StoreUnavailable,
     StoreVersionError,
     StreamCutOff,
     ThreadNotFound,
@@ -40,7 +42,7 @@ from .errors import (
 )
 from .history import ChatHistory, Message
 from .records import AnsweredCall, PendingCall, Prompt
-from .store import ThreadStore
+from .store import SearchHit, Store, ThreadStore, open_store
 from .tools import AskUser, Choose, ClientTool, Confirm, Requirement, ToolContext, tool
 
 __version__ = "0.1.0"
@@ -66,17 +68,22 @@ __all__ = [
     "LLMTimeout",
     "MalformedStream",
     "Message",
+    "ModelNotAllowed",
     "ModelNotFound",
     "NbchatError",
     "NoPendingCall",
     "PendingCall",
+    "PostgresStore",
     "Prompt",
     "RateLimited",
     "Requirement",
+    "SearchHit",
     "ServerError",
+    "Store",
     "StoreCorrupt",
     "StoreError",
     "StoreLocked",
+    "StoreUnavailable",
     "StoreVersionError",
     "StreamCutOff",
     "ThreadNotFound",
@@ -87,10 +94,20 @@ __all__ = [
     "ToolRequirementsNotMet",
     "TurnInterrupted",
     "load_ipython_extension",
+    "open_store",
     "panel",
     "tool",
     "unload_ipython_extension",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # PostgresStore imports psycopg (~0.1 s): only when asked for.
+    if name == "PostgresStore":
+        from .pgstore import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module 'nbchat' has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython: Any) -> None:

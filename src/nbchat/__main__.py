@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable, Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from .chat import Answer, Chat
 from .errors import InvalidToolAnswer, NbchatError
@@ -79,7 +79,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     answer.add_argument("thread", type=int)
     answer.add_argument("value")
     answer.add_argument("--call", help="the call id when several wait")
+    _store_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "store":
+        return _store(args)
     chat = Chat()
     try:
         return _run(chat, args)
@@ -89,6 +92,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\n[interrupted; the partial answer is kept]", file=sys.stderr)
         return 130
+
+
+def _store_parser(sub: Any) -> None:
+    store = sub.add_parser("store", help="copy threads between stores, or check one")
+    tasks = store.add_subparsers(dest="task", required=True)
+    migrate = tasks.add_parser(
+        "migrate", help="copy every thread of every user (or one) from SRC to DST, keeping ids; "
+        "running it again copies only what is missing",
+    )  # fmt: skip
+    migrate.add_argument("source", metavar="SRC", help="a store folder or postgresql:// URL")
+    migrate.add_argument("destination", metavar="DST", help="a store folder or postgresql:// URL")
+    migrate.add_argument("--user", help="only this user's threads")
+    check = tasks.add_parser("check", help="read every thread of a store and report problems")
+    check.add_argument(
+        "location", nargs="?", metavar="STORE",
+        help="a folder or postgresql:// URL (default: NBCHAT_STORE_URL, else NBCHAT_STORE)",
+    )  # fmt: skip
+    check.add_argument("--user", help="only this user's threads")
+
+
+def _store(args: argparse.Namespace) -> int:
+    from .storetools import check_store, migrate_store
+
+    try:
+        if args.task == "migrate":
+            print(migrate_store(args.source, args.destination, args.user))
+            return 0
+        report = check_store(args.location, args.user)
+    except NbchatError as err:
+        print(f"nbchat: {err}", file=sys.stderr)
+        return 1
+    print(report)
+    return 0 if report.ok else 1
 
 
 def _run(chat: Chat, args: argparse.Namespace) -> int:

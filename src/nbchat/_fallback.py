@@ -77,8 +77,9 @@ def _local_server() -> LocalServer | None:
     answers); a malformed ``NBCHAT_LOCAL_MODEL`` raises its ConfigError.
     """
     from .llm import local
+    from .policy import Policy
 
-    if not local.local_available():
+    if Policy.from_env().disable_local_model or not local.local_available():
         return None
     try:
         return local.ensure_local_server()

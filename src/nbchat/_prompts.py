@@ -388,7 +388,7 @@ class ToolPrompt(widgets.VBox):
     # -- state ---------------------------------------------------------------------
     @property
     def _key(self) -> tuple[str, str, int, str]:
-        return (str(self.chat.store.path), self.chat.user, self.call.thread_id, self.call.call_id)
+        return (self.chat.store.location(), self.chat.user, self.call.thread_id, self.call.call_id)
 
     def _set_error(self, message: str) -> None:
         self._error = message

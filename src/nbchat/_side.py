@@ -88,7 +88,7 @@ def _reuse(side: _Side, chat: Chat | None, kwargs: dict[str, Any]) -> ChatPanel 
     if any(name not in ("thread_id", "prices") for name in kwargs):
         return None  # other settings: a new panel
     if chat is not None:
-        if (chat.store.path, chat.user) != (panel.chat.store.path, panel.chat.user):
+        if chat.store.location() != panel.chat.store.location():
             return None
         panel.chat = chat  # the magics' current settings (model, tools) from now on
     if kwargs.get("prices") is not None:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .store import Thread, ThreadInfo, Turn
+from .store import SearchHit, Thread, ThreadInfo, Turn
 
 _STATUS_NOTES = {
     "interrupted": "_(interrupted)_",
@@ -35,6 +35,16 @@ def threads_table(threads: Sequence[ThreadInfo], current: int | None) -> tuple[s
         "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
         for r in [head, *rows]
     ]
+    return "\n".join(markdown), "\n".join(plain)
+
+
+def search_table(hits: Sequence[SearchHit], text: str) -> tuple[str, str]:
+    """Search hits as a Markdown table (the match in bold) and as plain text."""
+    rows = [(str(h.thread_id), h.title or "(untitled)", str(h.turn), h.snippet(text)) for h in hits]
+    head = ("thread", "title", "turn", "where")
+    markdown = [_md_row(head), "|" + "---|" * len(head)] + [_md_row(r) for r in rows]
+    plain = [f"{t:>6}  {title}  turn {turn}: {where.replace('**', '')}"
+             for t, title, turn, where in rows]  # fmt: skip
     return "\n".join(markdown), "\n".join(plain)
 
 

@@ -48,8 +48,9 @@ from .events import (
 )
 from .history import ChatHistory
 from .llm import LLMClient
+from .policy import Policy
 from .records import AnsweredCall, PendingCall
-from .store import Store, Thread, ThreadInfo, ThreadStore, Turn
+from .store import SearchHit, Store, Thread, ThreadInfo, Turn, open_store
 from .tools import BUILTIN_CLIENT_TOOLS, ClientTool, Toolbox, ToolContext
 
 TITLE_PROMPT = (
@@ -220,8 +221,7 @@ class _Titles:
     def _title(self, chat: Chat, thread_id: int) -> None:
         try:
             title = chat.get_thread_title(thread_id)
-            if not chat.store.get(thread_id).title:  # a rename meanwhile wins
-                chat.store.update_thread_title(thread_id, title)
+            chat.store.update_thread_title(thread_id, title, if_untitled=True)  # a rename wins
         except NbchatError:
             pass  # the thread was deleted or the store is unreadable: no title to give
         finally:
@@ -319,14 +319,16 @@ class _Engine:
 
 
 class Chat(_Engine):
-    """Threads for one user, kept in a ThreadStore, and the turns that fill them.
+    """Threads for one user, kept in a thread store, and the turns that fill them.
 
     Parameters
     ----------
     model, base_url, api_key, provider
         Override the endpoint settings (``NBCHAT_*`` variables otherwise).
     store, user
-        Where threads are kept and whose they are.
+        Where threads are kept and whose they are: a folder (TinyDB), a
+        ``postgresql://`` URL, or a store object; default ``NBCHAT_STORE_URL``,
+        else ``NBCHAT_STORE``, else the Jupyter data dir.
     tools
         Kernel tools (``@nbchat.tool`` functions) and client tools offered to the
         model, besides the built-in client tools (ask, choose, confirm) unless
@@ -342,14 +344,14 @@ class Chat(_Engine):
         base_url: str | None = None,
         api_key: str | None = None,
         provider: str | None = None,
-        store: str | os.PathLike[str] | ThreadStore | None = None,
+        store: str | os.PathLike[str] | Store | None = None,
         user: str | None = None,
         tools: Iterable[Any] = (),
         builtin_tools: bool = True,
         permissions: Iterable[str] = (),
         max_tool_rounds: int = 8,
     ) -> None:
-        store_path = store.path if isinstance(store, ThreadStore) else store
+        given = None if store is None or isinstance(store, str | os.PathLike) else store
         super().__init__(
             model=model,
             base_url=base_url,
@@ -359,18 +361,16 @@ class Chat(_Engine):
             builtin_tools=builtin_tools,
             permissions=permissions,
             max_tool_rounds=max_tool_rounds,
-            store=store_path,
-            user=store.user if isinstance(store, ThreadStore) else user,
+            store=None if given is not None else store,  # type: ignore[arg-type]
+            user=given.user if given is not None else user,
         )
-        self.store = (
-            store
-            if isinstance(store, ThreadStore)
-            else ThreadStore(self.settings.store, self.settings.user)
+        self.store: Store = (
+            given if given is not None else open_store(self.settings.store, self.settings.user)
         )
         self._titles = _Titles()
 
     def __repr__(self) -> str:
-        return f"Chat(user={self.store.user!r}, store={str(self.store.path)!r})"
+        return f"Chat(user={self.store.user!r}, store={self.store.location()!r})"
 
     @property
     def user(self) -> str:
@@ -388,7 +388,8 @@ class Chat(_Engine):
 
     def new_thread(self, model: str | None = None, *, system: str | None = None) -> int:
         """Start a thread; its id. The model defaults to the endpoint's default."""
-        return self.store.new_thread(model or self.llm.default_model(), system=system)
+        model = Policy.from_env().model(model) or self.llm.default_model()
+        return self.store.new_thread(model, system=system)
 
     def append_response(
         self, thread_id: int, query: str, answer: str, title: str | None = None
@@ -445,6 +446,16 @@ class Chat(_Engine):
     def delete_thread(self, thread_id: int) -> None:
         self.store.delete_thread(thread_id)
 
+    def search(self, text: str) -> list[SearchHit]:
+        """This user's turns that mention *text*, newest threads first.
+
+        A folder store matches substrings, ignoring case; a PostgreSQL store
+        matches words and word starts through its full-text index.
+        ``hit.snippet(text)`` shows where.
+        """
+        self._titles.wait(TITLE_WAIT)
+        return self.store.search(text)
+
     def history(self, thread_id: int) -> ChatHistory:
         """The thread as a ChatHistory (a copy: editing it leaves the thread alone)."""
         thread = self.store.get(thread_id)
@@ -463,8 +474,8 @@ class Chat(_Engine):
         """
         _check_text(query, "query")
         thread = self.store.get(thread_id)
+        model = Policy.from_env().model(model or thread.model) or thread.model  # before saving
         abandoned = self._abandon_pending(thread)
-        model = model or thread.model
         turn = self.store.start_turn(thread_id, query, model=model)
         history = self._thread_history(thread, upto=len(thread.turns))
         history.chat_as_user(query)

@@ -26,6 +26,7 @@ ENV_OPENAI_API_KEY = "OPENAI_API_KEY"
 ENV_PROVIDER = "NBCHAT_PROVIDER"
 ENV_MODEL = "NBCHAT_MODEL"
 ENV_STORE = "NBCHAT_STORE"
+ENV_STORE_URL = "NBCHAT_STORE_URL"
 ENV_USER = "NBCHAT_USER"
 ENV_JUPYTERHUB_USER = "JUPYTERHUB_USER"
 ENV_HISTORY_LIMIT = "NBCHAT_HISTORY_LIMIT"
@@ -33,9 +34,17 @@ ENV_LOCAL_MODEL = "NBCHAT_LOCAL_MODEL"
 ENV_NO_AUTOLOAD = "NBCHAT_NO_AUTOLOAD"
 ENV_LIVE = "NBCHAT_LIVE"
 ENV_PRICES = "NBCHAT_PRICES"
+# Administrator policy: set by the hub for every user's server; arguments and %config
+# cannot override them (see nbchat.policy).
+ENV_ALLOWED_MODELS = "NBCHAT_ALLOWED_MODELS"
+ENV_FORCE_BASE_URL = "NBCHAT_FORCE_BASE_URL"
+ENV_FORCE_MODEL = "NBCHAT_FORCE_MODEL"
+ENV_DISABLE_LOCAL_MODEL = "NBCHAT_DISABLE_LOCAL_MODEL"
+ENV_MAX_APPROVAL = "NBCHAT_MAX_APPROVAL"
 ENV_JUPYTER_DATA_DIR = "JUPYTER_DATA_DIR"
 ENV_JUPYTER_RUNTIME_DIR = "JUPYTER_RUNTIME_DIR"
 LOCAL_MODEL_OFF = ("off", "0", "no", "false")
+STORE_URL_SCHEMES = ("postgresql://", "postgres://")
 DEMO_URL = "demo"  # NBCHAT_BASE_URL=demo: the offline demo model, on purpose
 
 Provider = Literal["openai", "ollama"]
@@ -61,7 +70,7 @@ class Settings:
     model: str | None = None
     api_key: str | None = field(default=None, repr=False)
     key_source: str = ENV_API_KEY
-    store: Path = field(default_factory=lambda: default_store_path())
+    store: Path | str = field(default_factory=lambda: store_location())
     user: str = field(default_factory=lambda: default_user())
     history_limit: int | None = None
     connect_timeout: float = 5.0
@@ -104,7 +113,34 @@ def jupyter_data_dir() -> Path:
 def default_store_path() -> Path:
     """``NBCHAT_STORE``, else ``<jupyter data dir>/nbchat``."""
     configured = os.environ.get(ENV_STORE, "").strip()
+    if is_store_url(configured):
+        raise ConfigError(
+            f"{ENV_STORE} is a database URL, not a folder; open it with nbchat.open_store()"
+        )
     return Path(configured).expanduser() if configured else jupyter_data_dir() / "nbchat"
+
+
+def is_store_url(location: object) -> bool:
+    """Whether *location* names a PostgreSQL store (``postgresql://…``) rather than a folder."""
+    return isinstance(location, str) and location.strip().startswith(STORE_URL_SCHEMES)
+
+
+def store_location(explicit: str | os.PathLike[str] | None = None) -> Path | str:
+    """Where threads are kept: a ``postgresql://`` URL or a folder.
+
+    *explicit* wins, then ``NBCHAT_STORE_URL``, then ``NBCHAT_STORE`` (a folder
+    or a URL), then ``<jupyter data dir>/nbchat``.
+    """
+    if explicit is None:
+        explicit = os.environ.get(ENV_STORE_URL, "").strip() or None
+    if explicit is None:
+        configured = os.environ.get(ENV_STORE, "").strip()
+        explicit = configured if is_store_url(configured) else None
+    if explicit is None:
+        return default_store_path()
+    if is_store_url(explicit):
+        return str(explicit).strip()
+    return Path(explicit).expanduser()
 
 
 def guess_provider(url: str) -> Provider:
@@ -146,10 +182,13 @@ def resolve(
 
     With no endpoint anywhere and ``discover`` true, look for a local Ollama,
     then the local model, then start the offline demo model (announced once on
-    stderr).
+    stderr). The administrator's policy (:mod:`nbchat.policy`) overrides all.
     """
+    from .policy import Policy
+
     env = os.environ
-    url = base_url or env.get(ENV_BASE_URL, "").strip() or None
+    policy = Policy.from_env()
+    url = policy.force_base_url or base_url or env.get(ENV_BASE_URL, "").strip() or None
     key, key_source = _resolve_key(api_key)
     chosen_provider = provider or env.get(ENV_PROVIDER, "").strip() or None
     if chosen_provider is not None and chosen_provider not in PROVIDERS:
@@ -160,10 +199,10 @@ def resolve(
     settings = Settings(
         base_url=url or "",
         provider=(chosen_provider or (guess_provider(url) if url else "openai")),  # type: ignore[arg-type]
-        model=model or env.get(ENV_MODEL, "").strip() or None,
+        model=policy.model(model or env.get(ENV_MODEL, "").strip() or None),
         api_key=key,
         key_source=key_source,
-        store=Path(store).expanduser() if store is not None else default_store_path(),
+        store=store_location(store),
         user=user or default_user(),
         history_limit=history_limit
         if history_limit is not None

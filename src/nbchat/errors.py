@@ -4,6 +4,7 @@
 
     NbchatError
     ├── ConfigError                    a setting is missing or malformed
+    │   └── ModelNotAllowed            the administrator's policy excludes that model
     ├── InputError (ValueError)        bad argument: wrong type, empty title, unknown role
     ├── LLMError                       talking to the model endpoint failed
     │   ├── LLMConnectError            nothing answers at the URL
@@ -18,7 +19,8 @@
     │   ├── ThreadNotFound (LookupError)
     │   ├── StoreCorrupt               a file is not a store we wrote; never overwritten
     │   ├── StoreVersionError          written by a newer nbchat
-    │   └── StoreLocked                another process held the lock too long
+    │   ├── StoreLocked                another process held the lock too long
+    │   └── StoreUnavailable (ConnectionError)  the database server is unreachable
     ├── ToolError                      tools the LLM calls
     │   ├── ToolDefinitionError        a function cannot become a tool
     │   ├── InvalidToolArguments       what the LLM sent breaks the schema (told to the LLM)
@@ -56,6 +58,14 @@ def _rebuild(cls: type[NbchatError], args: tuple[Any, ...], state: dict[str, Any
 
 class ConfigError(NbchatError):
     """A setting is missing or malformed."""
+
+
+class ModelNotAllowed(ConfigError):
+    """The administrator's policy (``NBCHAT_ALLOWED_MODELS``) does not allow that model."""
+
+    def __init__(self, message: str, *, model: str | None = None) -> None:
+        super().__init__(message)
+        self.model = model
 
 
 class InputError(NbchatError, ValueError):
@@ -149,6 +159,14 @@ class StoreVersionError(StoreError):
 
 class StoreLocked(StoreError):
     """Another process held the store's lock for too long."""
+
+
+class StoreUnavailable(StoreError, ConnectionError):
+    """The store's database server cannot be reached, or dropped the connection.
+
+    What the call would have written may or may not have been saved; the next
+    call opens a fresh connection.
+    """
 
 
 class ToolError(NbchatError):

@@ -35,7 +35,8 @@ __all__ = ["ChatMagics", "load", "protect_chat_questions", "unload"]
 
 COMMANDS = (
     "list", "show", "use", "rename", "delete", "models", "export", "panel", "answer", "retry",
-)
+    "search",
+)  # fmt: skip
 ERROR_PROMPT = (
     "I ran code in a Jupyter notebook and got the error below. Explain briefly what went "
     "wrong and how to fix it.\n\n```\n{traceback}\n```"
@@ -106,9 +107,7 @@ class ChatMagics(Magics):
                 tools=tools, permissions=self.permissions,
             )
             self._chat_key = key
-            if old is not None and (old.store.path, old.user) != (
-                self._chat.store.path, self._chat.user
-            ):
+            if old is not None and old.store.location() != self._chat.store.location():
                 self.thread_id = None  # the current thread was another store's or user's
         return self._chat
 
@@ -146,6 +145,8 @@ class ChatMagics(Magics):
     @argument("--list", action="store_true", help="List your threads.")
     @argument("--show", nargs="?", const="", metavar="ID",
               help="Show a thread's conversation (the current one without ID).")
+    @argument("--search", action="store_true",
+              help="Find TEXT in your threads, newest first: --search TEXT.")
     @argument("--use", type=int, metavar="ID", help="Make thread ID the current thread.")
     @argument("--rename", type=int, metavar="ID", help="Retitle thread ID: --rename ID TITLE.")
     @argument("--delete", type=int, metavar="ID", help="Delete thread ID.")
@@ -174,7 +175,7 @@ class ChatMagics(Magics):
           %%chat [options]            ask the cell body
           reply = %chat QUESTION      the reply object: reply.text, str(reply)
           %chat --list | --show [ID] | --use ID | --new [-m MODEL] [-s SYSTEM]
-          %chat --rename ID TITLE | --delete ID | --export ID PATH
+          %chat --rename ID TITLE | --delete ID | --export ID PATH | --search TEXT
           %chat --models | --panel [--side] | --error [MORE] | --answer [CALL] VALUE
           %chat --retry [-t ID]
 
@@ -262,7 +263,7 @@ class ChatMagics(Magics):
             if thread is None:
                 raise UsageError("no current thread to retry; say which: %chat -t ID --retry")
             return self._shown(self._render(self.chat.iter_retry(thread), opts))
-        if text and name != "rename":
+        if text and name not in ("rename", "search"):
             raise UsageError(f"--{name} takes no question; got {text[:40]!r}")
         getattr(self, f"_cmd_{name}")(opts, text)
         return None
@@ -400,6 +401,18 @@ class ChatMagics(Magics):
             print(f"No threads yet for user {self.chat.user!r}; ask something with %chat QUESTION")
             return
         markdown, plain = threads_table(threads, self.thread_id)
+        display({"text/markdown": markdown, "text/plain": plain}, raw=True)
+
+    def _cmd_search(self, opts: Any, text: str) -> None:
+        from ._views import search_table
+
+        if not text.strip():
+            raise UsageError("search for what? %chat --search TEXT")
+        hits = self.chat.search(text)
+        if not hits:
+            print(f"Nothing in your threads matches {text!r}")
+            return
+        markdown, plain = search_table(hits, text)
         display({"text/markdown": markdown, "text/plain": plain}, raw=True)
 
     def _cmd_show(self, opts: Any, text: str) -> None:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
@@ -64,7 +65,7 @@ from ._storage import (
     open_db,
     writer_token,
 )
-from .config import default_store_path, default_user
+from .config import default_store_path, default_user, store_location
 from .errors import (
     AlreadyAnswered,
     InputError,
@@ -76,7 +77,9 @@ from .errors import (
 )
 from .records import AnsweredCall, PendingCall, RecordError
 
-__all__ = ["SCHEMA", "SearchHit", "Store", "Thread", "ThreadInfo", "ThreadStore", "Turn"]
+__all__ = [
+    "SCHEMA", "SearchHit", "Store", "Thread", "ThreadInfo", "ThreadStore", "Turn", "open_store",
+]  # fmt: skip
 
 SCHEMA = 1
 STATUSES = ("streaming", "complete", "interrupted", "failed", "suspended")
@@ -140,6 +143,24 @@ class SearchHit:
     query: str
     answer: str
 
+    def snippet(self, text: str, width: int = 100) -> str:
+        """About *width* characters of the turn around *text* (or one of its words), in bold."""
+        body = " ".join(f"{self.query} — {self.answer}".split())
+        lowered = body.lower()
+        for needle in (" ".join(text.split()), *re.findall(r"\w+", text)):
+            at = lowered.find(needle.lower()) if needle else -1
+            if at >= 0:
+                break
+        else:
+            return body[:width] + ("…" if len(body) > width else "")
+        end = at + len(needle)
+        start = max(0, min(at - (width - len(needle)) // 2, len(body) - width))
+        stop = max(end, start + width)
+        return (
+            f"{'…' if start else ''}{body[start:at]}**{body[at:end]}**{body[end:stop]}"
+            f"{'…' if stop < len(body) else ''}"
+        )
+
 
 _TURN_KEYS = tuple(f.name for f in fields(Turn))
 _INFO_KEYS = ("title", "model", "turns", "created", "updated")
@@ -174,7 +195,9 @@ class Store(Protocol):
     def thread_list(self) -> list[tuple[int, str]]: ...
     def thread_details(self, thread_id: int) -> list[tuple[str, str]]: ...
     def get(self, thread_id: int) -> Thread: ...
-    def update_thread_title(self, thread_id: int, title: str) -> None: ...
+    def update_thread_title(
+        self, thread_id: int, title: str, *, if_untitled: bool = False
+    ) -> bool: ...
     def update_thread(
         self, thread_id: int, *, model: str | None = None, system: str | None = ...,
         settings: dict | None = None,
@@ -286,12 +309,22 @@ class ThreadStore:
         keys = ("title", "model", "system", "created", "updated", "settings")
         return Thread(id=tid, user=self.user, turns=turns, **{k: header[k] for k in keys})
 
-    def update_thread_title(self, thread_id: int, title: str) -> None:
-        """Retitle a thread (whitespace runs become single spaces)."""
+    def update_thread_title(
+        self, thread_id: int, title: str, *, if_untitled: bool = False
+    ) -> bool:
+        """Retitle a thread (whitespace runs become single spaces); with ``if_untitled``,
+        only a thread that has no title yet (checked under the lock). Whether it changed."""
         tid = self._check_id(thread_id)
         title = _check_title(title)
+
+        def retitle(db: TinyDB, header: dict[str, Any]) -> bool:
+            if if_untitled and header["title"]:
+                return False
+            _set_header(db, title=title)
+            return True
+
         with self._folder.locked():
-            self._change(tid, lambda db, header: _set_header(db, title=title))
+            return self._change(tid, retitle)
 
     def update_thread(
         self,
@@ -722,3 +755,22 @@ def _check_turn_field(name: str, value: Any) -> Any:
         return None if value is None else float(value)
     allowed = "answer, messages, status, pending, answered, error, usage, finished, model"
     raise InputError(f"update_turn cannot change {name!r}; it changes: {allowed}")
+
+
+def open_store(
+    location: str | os.PathLike[str] | Store | None = None, user: str | None = None
+) -> Store:
+    """The store at *location*: a ``postgresql://`` URL, a folder, or a store object as it is.
+
+    None means ``NBCHAT_STORE_URL``, else ``NBCHAT_STORE``, else the Jupyter data
+    dir (see :func:`nbchat.config.store_location`); *user* defaults as
+    :class:`ThreadStore`'s does.
+    """
+    if location is not None and not isinstance(location, (str, os.PathLike)):
+        return location
+    where = store_location(location)
+    if isinstance(where, str):
+        from .pgstore import PostgresStore
+
+        return PostgresStore(where, user)
+    return ThreadStore(where, user)

@@ -25,7 +25,7 @@ A kernel interrupt, which stops answers in cells, does not reach the thread:
 Escape and Stop do. A ``.click()`` from code streams before it returns.
 
 Following the store costs one ``stat`` of the store folder per look (about
-2 µs); the browser asks once a second while the panel is visible, never with
+2 µs; with PostgreSQL, one listing query); the browser asks once a second while the panel is visible, never with
 a question unanswered: about 2 ms of kernel CPU a second in all, most of it
 ipykernel handling the message (``benchmarks/panel.py``).
 """
@@ -529,9 +529,14 @@ class ChatPanel(widgets.VBox):
             self._syncing = False
 
     def _store_stamp(self) -> object:
+        """Something that changes when the store does, as cheap as the store allows."""
+        store = self.chat.store
+        folder = getattr(store, "folder", None)
+        if folder is None:  # a database: its listing is one query
+            return tuple((i.id, i.title, i.turns, i.updated) for i in store.threads())
         # Every write replaces a file in the user's folder, which changes its mtime.
         try:
-            info = os.stat(self.chat.store.folder)
+            info = os.stat(folder)
         except OSError:
             return None
         return (info.st_ino, info.st_mtime_ns)

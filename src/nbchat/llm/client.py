@@ -11,6 +11,7 @@ import httpx
 from ..config import Settings
 from ..errors import LLMError, LLMTimeout, MalformedStream, ModelNotFound, StreamCutOff
 from ..events import ReplyEvent
+from ..policy import Policy
 from . import _http
 from ._protocol import Provider, Reply
 from .ollama import OllamaProvider
@@ -28,7 +29,8 @@ class LLMClient:
     """
 
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
+        forced = Policy.from_env().force_base_url
+        self.settings = settings.with_(base_url=forced) if forced else settings
         self.provider: Provider = PROVIDERS[settings.provider]()
         self._models: list[str] | None = None
 
@@ -36,27 +38,28 @@ class LLMClient:
         return f"LLMClient({self.settings.provider}, {self.settings.base_url!r})"
 
     def list_models(self) -> list[str]:
-        """The model names the endpoint offers."""
+        """The model names the endpoint offers (those the administrator allows)."""
         response = self._send("GET", self.provider.models_path)
         try:
             data = _json(response.read(), self.settings.base_url)
         finally:
             response.close()
-        self._models = self.provider.parse_models(data)
+        self._models = Policy.from_env().models(self.provider.parse_models(data))
         return list(self._models)
 
     def default_model(self) -> str:
         """The configured model, else the endpoint's preferred or first listed model."""
-        if self.settings.model:
-            return self.settings.model
+        policy = Policy.from_env()
+        if policy.force_model or self.settings.model:
+            return policy.model(self.settings.model) or ""
         preferred = DEFAULT_MODELS.get(self.settings.provider)
         try:
             models = self._models if self._models is not None else self.list_models()
         except LLMError:
-            if preferred:
-                return preferred
+            if policy.allowed_models or preferred:
+                return policy.allowed_models[0] if policy.allowed_models else str(preferred)
             raise
-        if preferred in models or (preferred and not models):
+        if preferred in models or (preferred and not models and not policy.allowed_models):
             return preferred
         if not models:
             raise ModelNotFound(
@@ -74,6 +77,7 @@ class LLMClient:
         tools: Sequence[dict[str, Any]] | None = None,
     ) -> Iterator[ReplyEvent]:
         """Reply events for one chat request, as they arrive."""
+        model = Policy.from_env().model(model) or model
         body = self.provider.chat_body(messages, model, tools, stream=True)
         response = self._send("POST", self.provider.chat_path, body, model=model)
         try:
@@ -91,6 +95,7 @@ class LLMClient:
         tools: Sequence[dict[str, Any]] | None = None,
     ) -> Reply:
         """One whole chat reply, without streaming."""
+        model = Policy.from_env().model(model) or model
         body = self.provider.chat_body(messages, model, tools, stream=False)
         response = self._send("POST", self.provider.chat_path, body, model=model)
         try:
