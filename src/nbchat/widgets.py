@@ -25,9 +25,10 @@ A kernel interrupt, which stops answers in cells, does not reach the thread:
 Escape and Stop do. A ``.click()`` from code streams before it returns.
 
 Following the store costs one ``stat`` of the store folder per look (about
-2 µs; with PostgreSQL, one listing query); the browser asks once a second while the panel is visible, never with
-a question unanswered: about 2 ms of kernel CPU a second in all, most of it
-ipykernel handling the message (``benchmarks/panel.py``).
+2 µs; with PostgreSQL, one listing query); the browser asks once a second
+while the panel is visible, never with a question unanswered: about 2 ms of
+kernel CPU a second in all, most of it ipykernel handling the message
+(``benchmarks/panel.py``).
 """
 
 from __future__ import annotations
