@@ -26,9 +26,10 @@ Escape and Stop do. A ``.click()`` from code streams before it returns.
 
 Following the store costs one ``stat`` of the store folder per look (about
 2 µs; with PostgreSQL, one listing query); the browser asks once a second
-while the panel is visible, never with a question unanswered: about 2 ms of
-kernel CPU a second in all, most of it ipykernel handling the message
-(``benchmarks/panel.py``).
+while the panel is visible, never with a question unanswered. Measured in
+JupyterLab with the panel visible and the kernel idle: 2.1 ms of kernel CPU
+a second with the poll, 0.2 ms without, so the poll costs about 2 ms a
+second, nearly all of it ipykernel handling the message.
 """
 
 from __future__ import annotations
