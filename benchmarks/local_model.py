@@ -1,17 +1,21 @@
 """Benchmark nbchat's streaming client against a bare httpx loop, on the local model.
 
     python benchmarks/local_model.py              # 5 runs each, alternating
-    python benchmarks/local_model.py --runs 9
+    python benchmarks/local_model.py --runs 9 --max-tokens 200
 
-Both sides send the same request body (the one nbchat builds: nbchat cannot set
-``max_tokens`` or ``temperature``, so neither side does) to the same llama.cpp
-server (``nbchat[local]``, started if none runs, stopped again if this script
-started it), over one kept-alive connection each. Measured per run: time to
-first token (request sent → first text delta) and tokens per second after the
-first token (llama.cpp sends one token per chunk), pooled over the runs since
-answer lengths vary (temperature is the server's default). nbchat decodes with its SSE
-decoder into ``TextDelta`` events; the bare loop uses ``httpx.iter_lines`` and
-``json.loads``. Runs alternate so that drift in the server's speed hits both.
+Both sides send the same request body (the one nbchat builds, with the same
+``max_tokens`` and ``temperature``) to the same llama.cpp server
+(``nbchat[local]``, started if none runs, stopped again if this script started
+it), over one kept-alive connection each. Measured per run: time to first
+token (request sent → first text delta) and tokens per second after the first
+token (llama.cpp sends one token per chunk), pooled over the runs. nbchat
+decodes with its SSE decoder into ``TextDelta`` events; the bare loop uses
+``httpx.iter_lines`` and ``json.loads``. Runs alternate so that drift in the
+server's speed hits both.
+
+Also measured: the prompt tokens the built-in client tools add to a request
+(as the server counts them), and the time to pick the window of a
+10,000-turn thread that fits a 4,096-token context.
 """
 
 from __future__ import annotations
@@ -29,8 +33,10 @@ import httpx
 
 from nbchat.config import Settings
 from nbchat.events import TextDelta
+from nbchat.history import ChatHistory
 from nbchat.llm import LLMClient, local
 from nbchat.llm.openai import OpenAIProvider
+from nbchat.tools import BUILTIN_CLIENT_TOOLS
 
 PROMPT = "Count from 1 to 100, separated by commas."
 
@@ -62,8 +68,10 @@ def measure(chunks: Callable[[], Iterator[str]]) -> Run:
     return Run(first - start, tokens, end - first)
 
 
-def via_nbchat(client: LLMClient, messages: list[dict[str, Any]], model: str) -> Iterator[str]:
-    for event in client.stream(messages, model=model):
+def via_nbchat(
+    client: LLMClient, messages: list[dict[str, Any]], model: str, options: dict[str, Any]
+) -> Iterator[str]:
+    for event in client.stream(messages, model=model, options=options):
         if isinstance(event, TextDelta):
             yield event.text
 
@@ -98,7 +106,11 @@ def summarize(name: str, runs: list[Run]) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="runs of each side (default 5)")
+    parser.add_argument(
+        "--max-tokens", type=int, default=200, help="max_tokens on both sides (default 200)"
+    )
     args = parser.parse_args()
+    window_selection()
 
     already_running = local.find_local_server() is not None
     started = time.perf_counter()
@@ -106,18 +118,19 @@ def main() -> None:
     if not already_running:
         print(f"server started in {time.perf_counter() - started:.2f} s")
     try:
-        compare(server, args.runs)
+        compare(server, args.runs, {"max_tokens": args.max_tokens, "temperature": 0.0})
+        tool_cost(server)
     finally:
         if not already_running:
             local.stop_local_server()
 
 
-def compare(server: local.LocalServer, runs: int) -> None:
+def compare(server: local.LocalServer, runs: int, options: dict[str, Any]) -> None:
     messages = [{"role": "user", "content": PROMPT}]
-    body = OpenAIProvider().chat_body(messages, server.model, None, stream=True)
+    body = OpenAIProvider().chat_body(messages, server.model, None, stream=True, options=options)
     client = LLMClient(Settings(base_url=server.url, model=server.model, origin="local"))
     sides: dict[str, Callable[[], Iterator[str]]] = {
-        "nbchat": lambda: via_nbchat(client, messages, server.model),
+        "nbchat": lambda: via_nbchat(client, messages, server.model, options),
         "httpx": lambda: via_httpx(http, server.url, body),
     }
     results: dict[str, list[Run]] = {name: [] for name in sides}
@@ -129,7 +142,8 @@ def compare(server: local.LocalServer, runs: int) -> None:
                 results[name].append(measure(chunks))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
-        f"local model {server.model} at {server.url}; {runs} alternating runs each; "
+        f"local model {server.model} at {server.url}; {runs} alternating runs each, "
+        f"options {options}; "
         f"load average {load:.1f} on {os.cpu_count()} CPUs (a busy machine blurs the ratio)"
     )
     nb_ttft, nb_rate = summarize("nbchat", results["nbchat"])
@@ -141,6 +155,54 @@ def compare(server: local.LocalServer, runs: int) -> None:
     with httpx.Client(timeout=120, trust_env=False) as http:
         raw = http.post(f"{server.url}/chat/completions", json=body).content
     decode_cost(raw, 1 / bare_rate)
+
+
+def tool_cost(server: local.LocalServer) -> None:
+    """Prompt tokens the built-in client tools add, as the server counts them.
+
+    llama-cpp-python renders tools into the prompt only with a tool-aware chat
+    format (the bundled model's template has none), so the schemas' own token
+    count, from the server's tokenizer, is printed too: what a tool-aware
+    template (llama-server's) adds at least.
+    """
+    client = LLMClient(Settings(base_url=server.url, model=server.model, origin="local"))
+    messages = [{"role": "user", "content": PROMPT}]
+    schemas = [t.schema() for t in BUILTIN_CLIENT_TOOLS]
+    counts = []
+    for tools in (None, schemas):
+        reply = client.complete(
+            messages, model=server.model, tools=tools, options={"max_tokens": 1}
+        )
+        counts.append(reply.usage.prompt_tokens if reply.usage else None)
+    bare, with_tools = counts
+    root = server.url.removesuffix("/v1")
+    with httpx.Client(timeout=60, trust_env=False) as http:
+        counted = http.post(
+            f"{root}/extras/tokenize/count", json={"input": json.dumps(schemas)}
+        ).json()
+    print(
+        f"prompt tokens: {bare} without tools, {with_tools} with the built-in client tools "
+        f"(the bundled template leaves tools out); the schemas themselves are "
+        f"{counted.get('count')} tokens ({len(json.dumps(schemas))} characters)"
+    )
+
+
+def window_selection(turns: int = 10_000, context: int = 4096) -> None:
+    """Time ChatHistory.window on a long thread (best of 5)."""
+    history = ChatHistory(system="You are a helpful assistant.", limit=None)
+    for i in range(turns):
+        answer = f"Item {i} is fine. " * 8
+        history.add_question_answer(f"Question {i}: what about item {i}?", answer)
+    times = []
+    for _ in range(5):
+        started = time.perf_counter()
+        window = history.window(context - 1024)
+        times.append(time.perf_counter() - started)
+    print(
+        f"window of a {turns:,}-turn thread for a {context}-token context: "
+        f"{min(times) * 1000:.1f} ms (best of 5; median {statistics.median(times) * 1000:.1f} ms), "
+        f"{window.dropped_turns:,} turns left out, {len(window.history.turns())} sent"
+    )
 
 
 def decode_cost(raw: bytes, token_seconds: float) -> None:

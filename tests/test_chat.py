@@ -56,7 +56,8 @@ def test_ask_streams_saves_and_titles_a_new_thread(chat, scripted_server):
         TextDelta("Fo"),
         TextDelta("ur."),
         TurnFinished(
-            thread, 0, "Four.", "complete", "scripted-small", finished.usage, finished.elapsed
+            thread, 0, "Four.", "complete", "scripted-small", finished.usage, finished.elapsed,
+            finish_reason="stop",
         ),
     ]
     assert chat.thread_details(thread) == [("What is 2+2?", "Four.")]
@@ -364,6 +365,21 @@ def test_requirements_not_met_before_suspending_are_told_to_the_model(scripted_s
 def test_invalid_client_tool_arguments_go_back_to_the_model(chat, scripted_server):
     scripted_server.script(
         Reply(when="colour", tool_calls=[("choose", '{"question": "Which?"')]),
+        Reply("Sorry, let me retry later.", after_tool="choose"),
+    )
+    answer = chat.ask(chat.new_thread(), "Pick a colour")
+    assert answer.status == "complete" and chat.pending_calls() == []
+    *_, call, result = scripted_server.chat_requests[1].messages
+    # Servers refuse a history with malformed arguments: they go back well-formed,
+    # the raw text stays in the error the model reads.
+    assert call["tool_calls"][0]["function"]["arguments"] == "{}"
+    assert result["content"].startswith("error: the arguments of this choose call were not valid")
+    assert """'{"question": "Which?"'""" in result["content"]
+
+
+def test_schema_violations_in_client_tool_arguments_go_back_to_the_model(chat, scripted_server):
+    scripted_server.script(
+        Reply(when="colour", tool_calls=[("choose", {"question": "Which?"})]),
         Reply("Sorry, let me retry later.", after_tool="choose"),
     )
     answer = chat.ask(chat.new_thread(), "Pick a colour")

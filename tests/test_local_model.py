@@ -492,3 +492,38 @@ def test_a_kernel_cell_streams_the_local_model_and_stops_on_interrupt(
     assert shown.endswith("⏹ interrupted — the partial answer is kept in the thread")
     thread = nbchat.ThreadStore(store, "tester").get(2)
     assert thread.turns[-1].status == "interrupted" and thread.turns[-1].answer.strip()
+
+
+# ── a client-tool round trip on the local model ─────────────────────────────
+
+CITIES = (
+    "Paris", "Oslo", "Lima", "Tokyo", "Cairo", "Rome", "Berlin", "Madrid", "Delhi", "Quito",
+    "Seoul", "Dublin", "Vienna", "Prague", "Lisbon", "Athens", "Nairobi", "Havana", "Sydney",
+    "Boston",
+)  # fmt: skip
+
+
+def test_the_local_model_calls_a_named_tool_and_answers_from_its_result(
+    server: local.LocalServer, tmp_path: Path
+):
+    """20 questions; the README states the measured rate (18 of 20 on SmolLM2-135M)."""
+    calls: list[str] = []
+
+    @nbchat.tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        calls.append(city)
+        return "Sunny, 21 °C"
+
+    chat = nbchat.Chat(base_url=server.url, model=server.model, store=tmp_path / "store",
+                       tools=[get_weather])  # fmt: skip
+    options = {"tool_choice": "get_weather", "temperature": 0.0, "max_tokens": 64}
+    succeeded = 0
+    for city in CITIES:
+        calls.clear()
+        answer = chat.ask(chat.new_thread(), f"What is the weather in {city}?", options=options)
+        asked_right = len(calls) == 1 and city.lower() in calls[0].lower()
+        succeeded += asked_right and answer.status == "complete" and bool(answer.text.strip())
+    print(f"local client-tool round trips: {succeeded} of {len(CITIES)}")
+    assert succeeded >= 16
+

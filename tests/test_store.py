@@ -679,3 +679,18 @@ def test_a_thread_changed_in_the_index_clock_tick_is_reread(store: ThreadStore) 
         before.st_mtime_ns,
     )
     assert store.thread_list() == [(tid, "two")]
+
+
+def test_a_turn_keeps_its_options_ending_and_thinking(store: Store) -> None:
+    tid = store.new_thread("m")
+    index = store.start_turn(tid, "q")
+    turn = store.update_turn(
+        tid, index, answer="One two", status="incomplete", finish_reason="length",
+        options={"max_tokens": 2, "stop": ["\n\n"]}, reasoning="First, count.",
+    )  # fmt: skip
+    assert store.get(tid).turns == [turn]
+    assert (turn.status, turn.finish_reason, turn.options, turn.reasoning) == (
+        "incomplete", "length", {"max_tokens": 2, "stop": ["\n\n"]}, "First, count.",
+    )  # fmt: skip
+    with pytest.raises(InputError, match="options"):
+        store.update_turn(tid, index, options=["max_tokens"])

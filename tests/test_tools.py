@@ -632,11 +632,7 @@ def test_decorated_functions_stay_callable() -> None:
 def test_builtins() -> None:
     assert [type(t) for t in BUILTIN_CLIENT_TOOLS] == [AskUser, Choose, Confirm]
     assert [t.name for t in BUILTIN_CLIENT_TOOLS] == ["ask_user", "choose", "confirm"]
-    question = {
-        "type": "string",
-        "minLength": 1,
-        "description": "The question, as the user sees it.",
-    }
+    question = {"type": "string", "minLength": 1}
     assert Choose().schema()["function"]["parameters"] == params(
         {
             "question": question,
@@ -646,7 +642,6 @@ def test_builtins() -> None:
                 "minItems": 2,
                 "maxItems": 20,
                 "uniqueItems": True,
-                "description": "The options, each a short distinct text.",
             },
         },
         ["question", "options"],

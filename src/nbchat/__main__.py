@@ -14,23 +14,37 @@ from typing import Any, TextIO
 from .chat import Answer, Chat
 from .errors import InvalidToolAnswer, NbchatError
 from .events import (
+    ContextWindowed,
     Event,
+    ReasoningDelta,
     TextDelta,
     ToolCallPending,
     ToolResult,
     TurnFailed,
     TurnFinished,
 )
+from .options import check_options, parse_value
 from .records import PendingCall
+
+INDENT = "    "
 
 
 def print_events(events: Iterable[Event], out: TextIO = sys.stdout) -> TurnFinished | None:
     """Write a turn's text as it arrives, tool activity on its own lines; the finish event."""
     finished = None
+    thinking = False
     for event in events:
-        if type(event) is TextDelta:
+        if type(event) is ReasoningDelta:  # the thinking, indented above the answer
+            out.write(("" if thinking else INDENT) + event.text.replace("\n", "\n" + INDENT))
+            thinking = True
+        elif type(event) is TextDelta:
+            if thinking:
+                out.write("\n\n")
+                thinking = False
             out.write(event.text)
             out.flush()
+        elif isinstance(event, ContextWindowed):
+            out.write(f"[{event.dropped_turns} earlier turns left out to fit the context]\n")
         elif isinstance(event, ToolResult):
             out.write(f"\n[tool {event.call.name}: {len(event.output)} chars]\n")
         elif isinstance(event, ToolCallPending):
@@ -42,6 +56,8 @@ def print_events(events: Iterable[Event], out: TextIO = sys.stdout) -> TurnFinis
             finished = event
             if event.status == "interrupted":
                 out.write("\n[interrupted]")
+            elif event.status == "incomplete":
+                out.write(f"\n[{event.note.replace('`', '')}]")
     out.write("\n")
     return finished
 
@@ -71,6 +87,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ask.add_argument("-t", "--thread", type=int, help="thread id")
     ask.add_argument("-n", "--new", action="store_true", help="start a new thread")
     ask.add_argument("-m", "--model", help="model for a new thread")
+    ask.add_argument("--max-tokens", type=int, help="stop the answer after this many tokens")
+    ask.add_argument("--temperature", type=float, help="sampling temperature")
+    ask.add_argument("--seed", type=int, help="sampling seed")
+    ask.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
+                     help="any other generation option (repeatable)")
     sub.add_parser("list", help="list your threads")
     show = sub.add_parser("show", help="print a thread")
     show.add_argument("thread", type=int)
@@ -144,13 +165,23 @@ def _run(chat: Chat, args: argparse.Namespace) -> int:
             thread = next(iter(chat.thread_list()), (None, ""))[0]
         if thread is None:
             thread = chat.new_thread(args.model)
-        stream: Answer = chat.iter_ask(thread, args.question)
+        stream: Answer = chat.iter_ask(thread, args.question, options=_options(args))
         finished = print_events(stream)
         if finished is not None and finished.status == "suspended" and sys.stdin.isatty():
             _answer_interactively(chat, chat.pending_calls(thread))
         elif finished is None:
             return 1
     return 0
+
+
+def _options(args: argparse.Namespace) -> dict[str, object]:
+    options: dict[str, object] = {}
+    for pair in args.option:
+        key, _, value = pair.partition("=")
+        options[key.strip()] = parse_value(value.strip())
+    flags = {"max_tokens": args.max_tokens, "temperature": args.temperature, "seed": args.seed}
+    options.update({k: v for k, v in flags.items() if v is not None})
+    return check_options(options, source="options")
 
 
 if __name__ == "__main__":

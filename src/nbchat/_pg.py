@@ -41,7 +41,7 @@ try:
 except ImportError:  # pragma: no cover - reported by Database.open
     psycopg = None  # type: ignore[assignment]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 CONNECT_TIMEOUT = 10.0
 POOL_SIZE = 4  # a kernel rarely runs more than two operations at once
 MARK = "\ue000"
@@ -109,6 +109,13 @@ MIGRATIONS: tuple[str, ...] = (
         EXECUTE format('GRANT USAGE ON SCHEMA %I TO PUBLIC', current_schema());
     EXCEPTION WHEN insufficient_privilege THEN NULL;
     END $$;
+    """,
+    # 2: how each reply ended, the options it was asked with, the model's thinking.
+    """
+    ALTER TABLE nbchat_turns
+        ADD COLUMN options jsonb,
+        ADD COLUMN finish_reason text,
+        ADD COLUMN reasoning text NOT NULL DEFAULT '';
     """,
 )
 

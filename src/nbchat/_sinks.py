@@ -14,8 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.display import DisplayHandle, display
 
+from ._views import reasoning_block
 from .errors import NbchatError
 from .events import (
+    ContextWindowed,
+    ReasoningDelta,
     TextDelta,
     ToolCall,
     ToolCallAbandoned,
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     from .records import PendingCall
 
 BACKOFF_CHARS = 20_000  # the update interval doubles for every this many characters
+REASONING_INDENT = "    "  # a terminal shows the thinking indented above the answer
 
 
 class TurnView:
@@ -48,12 +52,22 @@ class TurnView:
         self.final_text: str | None = None
         self.error: NbchatError | None = None
         self.pending: list[PendingCall] = []
+        self.reasoning: list[str] = []
+        self.dropped_turns = 0
+        self.context_size: int | None = None
+        self.note = ""
         self.started = self.ended = self.finalized = False
 
     def on(self, event: Any) -> None:
         kind = type(event)
         if kind is TextDelta:
             self._text(event.text)
+        elif kind is ReasoningDelta:
+            self._start()
+            self.reasoning.append(event.text)
+            self.sink.reasoning(self, event.text)
+        elif kind is ContextWindowed:
+            self.dropped_turns, self.context_size = event.dropped_turns, event.context_size
         elif kind is TurnStarted:
             self.thread_id, self.turn, self.model = event.thread_id, event.turn, event.model
             self._start()
@@ -69,7 +83,7 @@ class TurnView:
         elif kind is TurnFinished:
             self.thread_id, self.turn, self.status = event.thread_id, event.turn, event.status
             self.model = event.model or self.model
-            self.final_text, self.ended = event.text, True
+            self.final_text, self.ended, self.note = event.text, True, event.note
         elif kind is ToolCallAbandoned:
             self._tool(event.pending.call, "closed unanswered (a new question was asked)")
         elif kind is TurnFailed:
@@ -117,7 +131,20 @@ class TurnView:
         pieces = [
             "".join(b).strip("\n") if isinstance(b, list) else self.tools[b] for b in self.blocks
         ]
+        if self.reasoning:
+            pieces.insert(0, reasoning_block("".join(self.reasoning), done=bool(self.blocks)))
         return "\n\n".join(p for p in pieces if p)
+
+    def window_note(self) -> str:
+        """One line saying how many earlier turns the request left out ("" if none)."""
+        if not self.dropped_turns:
+            return ""
+        turns = "turn was" if self.dropped_turns == 1 else "turns were"
+        size = f" {self.context_size:,}-token" if self.context_size else ""
+        return (
+            f"{self.dropped_turns} earlier {turns} left out of the request to fit the "
+            f"model's{size} context (the thread keeps them)"
+        )
 
     def outcome(self) -> dict[str, Any]:
         """The fields of the turn's :class:`~nbchat.render.RenderResult`."""
@@ -137,6 +164,8 @@ class Sink:
     def begin(self, turn: TurnView) -> None: ...
 
     def text(self, turn: TurnView, text: str) -> None: ...
+
+    def reasoning(self, turn: TurnView, text: str) -> None: ...
 
     def line(self, turn: TurnView, line: str, *, done: bool) -> None: ...
 
@@ -164,16 +193,19 @@ class DisplaySink(Sink):
             # Each update re-renders the whole text: back off as it grows.
             self.due = now + self.interval * (1 + turn.size / BACKOFF_CHARS)
 
+    def reasoning(self, turn: TurnView, text: str) -> None:
+        self.text(turn, text)
+
     def line(self, turn: TurnView, line: str, *, done: bool) -> None:
         if self.live:
             self._show({"text/markdown": turn.markdown()})
 
     def final(self, turn: TurnView, metadata: dict[str, Any], *, show_error: bool) -> None:
         markdown, plain = turn.markdown(), turn.answer
-        note = status_note(turn, show_error)
-        if note:
-            markdown = f"{markdown}\n\n{note[0]}" if markdown else note[0]
-            plain = f"{plain}\n\n{note[1]}" if plain else note[1]
+        for note in (status_note(turn, show_error), _window_note(turn)):
+            if note:
+                markdown = f"{markdown}\n\n{note[0]}" if markdown else note[0]
+                plain = f"{plain}\n\n{note[1]}" if plain else note[1]
         if not markdown and self.handle is None:
             return  # nothing to show, and nothing was shown
         self._show({"text/markdown": markdown, "text/plain": plain}, metadata)
@@ -191,11 +223,26 @@ class TextSink(Sink):
 
     def __init__(self) -> None:
         self.at_line_start = True
+        self.in_reasoning = False
 
     def text(self, turn: TurnView, text: str) -> None:
+        if self.in_reasoning:  # the answer starts below the thinking
+            self.in_reasoning = False
+            self._newline()
+            print(flush=True)
         if self.at_line_start and text.startswith("\n\n"):
             text = text[1:]  # after a tool's line, a paragraph break is one blank line
         sys.stdout.write(text)
+        sys.stdout.flush()
+        self.at_line_start = text.endswith("\n")
+
+    def reasoning(self, turn: TurnView, text: str) -> None:
+        """Thinking as plain indented text, above the answer."""
+        self.in_reasoning = True
+        indented = text.replace("\n", "\n" + REASONING_INDENT)
+        if self.at_line_start:
+            indented = REASONING_INDENT + indented
+        sys.stdout.write(indented)
         sys.stdout.flush()
         self.at_line_start = text.endswith("\n")
 
@@ -210,6 +257,9 @@ class TextSink(Sink):
         if note:
             stream = sys.stderr if turn.status == "failed" else sys.stdout
             print(note[1], file=stream, flush=True)
+        window = _window_note(turn)
+        if window:
+            print(window[1], flush=True)
 
     def _newline(self) -> None:
         if not self.at_line_start:
@@ -227,9 +277,16 @@ def status_note(turn: TurnView, show_error: bool) -> tuple[str, str] | None:
         plain = "⚠️ incomplete: the turn failed"
     elif turn.status == "suspended":
         plain = "⏸ waiting for your answer"
+    elif turn.status == "incomplete":
+        plain = f"✂️ {turn.note or 'incomplete: the model did not finish its answer'}"
     else:
         return None
     return f"_{plain}_", plain
+
+
+def _window_note(turn: TurnView) -> tuple[str, str] | None:
+    line = turn.window_note()
+    return (f"_ℹ️ {line}_", f"ℹ️ {line}") if line else None
 
 
 def _plain(markdown_line: str) -> str:

@@ -8,13 +8,17 @@ history-only turns), so the loop itself neither renders nor persists.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .errors import NbchatError, ToolError
+from ._endings import cut_note, ending_of, sendable_call
+from .errors import ContextOverflow, EmptyAnswer, NbchatError, ToolError
 from .events import (
+    ContextWindowed,
     Event,
+    ReasoningDelta,
+    ReplyFinished,
     TextDelta,
     ToolCall,
     ToolCallPending,
@@ -49,8 +53,10 @@ class Recorder(Protocol):
         pending: list[PendingCall] = ...,
         error: str | None = None,
         usage: Usage | None = None,
+        finish_reason: str | None = None,
+        reasoning: str = "",
     ) -> None:
-        """The turn's outcome: complete, suspended, interrupted or failed."""
+        """The turn's outcome: complete, incomplete, suspended, interrupted or failed."""
 
 
 class NullRecorder:
@@ -79,32 +85,52 @@ class TurnSpec:
     text: str = ""  # answer text so far this turn (a resumed turn starts with it)
     max_rounds: int = 8
     suspendable: bool = True
+    options: Mapping[str, Any] = field(default_factory=dict)  # generation options, checked
+    # Called once when the endpoint says the request is too long: a shorter context
+    # and how many earlier turns it leaves out, or None when nothing can be left out.
+    refit: Callable[[NbchatError], tuple[list[dict[str, Any]], int] | None] | None = None
+    dropped_turns: int = 0  # earlier turns the context already leaves out
+    context_size: int | None = None
 
 
 def run_turn(spec: TurnSpec) -> Iterator[Event]:
     """Events of one turn, from the first request to finished, suspended or failed."""
     started = time.monotonic()
     yield TurnStarted(spec.thread_id, spec.turn, spec.model)
+    if spec.dropped_turns:
+        yield ContextWindowed(spec.dropped_turns, spec.context_size)
     parts = [spec.text] if spec.text else []
+    reasoning: list[str] = []
     usage: Usage | None = None
+    finish_reason: str | None = None
 
-    def finish(status: TurnStatus, pending: Sequence[PendingCall] = ()) -> TurnFinished:
+    def finish(
+        status: TurnStatus, pending: Sequence[PendingCall] = (), note: str = ""
+    ) -> TurnFinished:
         """Record the outcome, then the event that says it."""
-        text = "".join(parts)
-        spec.recorder.finish(status, text, spec.messages, pending=list(pending), usage=usage)
+        text, thinking = "".join(parts), "".join(reasoning)
+        spec.recorder.finish(
+            status, text, spec.messages, pending=list(pending), usage=usage,
+            finish_reason=finish_reason, reasoning=thinking,
+        )  # fmt: skip
         return TurnFinished(
-            spec.thread_id, spec.turn, text, status, spec.model, usage, time.monotonic() - started
-        )
+            spec.thread_id, spec.turn, text, status, spec.model, usage,
+            time.monotonic() - started, finish_reason, thinking, note,
+        )  # fmt: skip
 
-    for round_number in range(spec.max_rounds + 1):
+    round_number = 0
+    refitted = spec.refit is None
+    while round_number <= spec.max_rounds:
         separate = bool(parts)  # rounds of text are paragraphs of one answer
         round_start = len(parts)
         calls: list[ToolCall] = []
         tools = spec.toolbox.schemas() if round_number < spec.max_rounds else None
+        options = spec.options if round_number == 0 else _unforced(spec.options)
+        finish_reason = None
         try:
             last_checkpoint = time.monotonic()
             for event in spec.llm.stream(
-                spec.context + spec.messages, model=spec.model, tools=tools
+                spec.context + spec.messages, model=spec.model, tools=tools, options=options
             ):
                 if type(event) is TextDelta:
                     if separate:
@@ -120,31 +146,60 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
                 elif type(event) is ToolCallRequested:
                     calls.append(event.call)
                     yield event
+                elif type(event) is ReasoningDelta:
+                    reasoning.append(event.text)
+                    yield event
                 elif type(event) is UsageReported:
                     usage = _add(usage, event.usage)
                     yield event
+                elif type(event) is ReplyFinished:
+                    finish_reason = event.finish_reason
+        except (ContextOverflow, EmptyAnswer) as error:
+            if refitted or len(parts) > round_start or calls or spec.refit is None:
+                yield from _failed(spec, parts, round_start, error)
+                return
+            refitted = True
+            shorter = spec.refit(error)
+            if shorter is None:
+                yield from _failed(spec, parts, round_start, error)
+                return
+            spec.context, dropped = shorter
+            yield ContextWindowed(dropped, getattr(error, "context_size", None))
+            continue
         except (KeyboardInterrupt, GeneratorExit):
             spec.messages = _with_text(spec.messages, parts[round_start:])
             finish("interrupted")
             raise
         except NbchatError as error:
-            text = "".join(parts)
-            spec.recorder.finish(
-                "failed", text, _with_text(spec.messages, parts[round_start:]), error=str(error)
-            )
-            yield TurnFailed(spec.thread_id, spec.turn, error, text)
+            yield from _failed(spec, parts, round_start, error)
             return
         round_text = "".join(parts[round_start:])
-        if not calls:
+        ending = ending_of(finish_reason)
+        if ending != "complete" or not calls:
+            # A reply the model did not finish may hold a cut-off tool call: never run it.
             spec.messages.append({"role": "assistant", "content": round_text})
-            yield finish("complete")
+            if ending == "complete":
+                yield finish("complete")
+                return
+            note = cut_note(ending, spec.options)
+            if calls:
+                note += f" (the {calls[0].name} call it was writing was cut off and not run)"
+            yield finish("incomplete", note=note)
             return
+        sent = [sendable_call(call) for call in calls]
         spec.messages.append(
-            {"role": "assistant", "content": round_text, "tool_calls": [c.to_dict() for c in calls]}
+            {
+                "role": "assistant",
+                "content": round_text,
+                "tool_calls": [s.call.to_dict() for s in sent],
+            }
         )
         pending: list[PendingCall] = []
-        for call in calls:
-            result = _handle_call(spec, call, pending)
+        for call, checked in zip(calls, sent, strict=True):
+            if checked.error is not None:  # the raw arguments stay in the error, for the record
+                result: ToolResult | None = ToolResult(call, checked.error, is_error=True)
+            else:
+                result = _handle_call(spec, call, pending)
             if result is not None:
                 spec.messages.append(
                     {
@@ -160,6 +215,25 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
             yield from map(ToolCallPending, pending)
             yield finished
             return
+        round_number += 1
+
+
+def _failed(
+    spec: TurnSpec, parts: list[str], round_start: int, error: NbchatError
+) -> Iterator[Event]:
+    text = "".join(parts)
+    spec.recorder.finish(
+        "failed", text, _with_text(spec.messages, parts[round_start:]), error=str(error)
+    )
+    yield TurnFailed(spec.thread_id, spec.turn, error, text)
+
+
+def _unforced(options: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Options for the requests after tool results: a forced tool choice would loop."""
+    choice = options.get("tool_choice")
+    if choice is None or choice in ("auto", "none"):
+        return options
+    return {k: v for k, v in options.items() if k != "tool_choice"}
 
 
 def _handle_call(spec: TurnSpec, call: ToolCall, pending: list[PendingCall]) -> ToolResult | None:

@@ -18,6 +18,7 @@ _STATUS_NOTES = {
     "failed": "_(failed{error})_",
     "suspended": "_(waiting for an answer to a tool call)_",
     "streaming": "_(still being written, or its writer stopped)_",
+    "incomplete": "_(incomplete: the model stopped before the end{error})_",
 }
 
 
@@ -71,13 +72,26 @@ def thread_markdown(thread: Thread) -> str:
              f"_thread {thread.id} · {_inline(thread.model)} · {len(thread.turns)} turns_"]
     if thread.system:
         parts.append(f"**System:** {thread.system}")
+    settings = thread.settings or {}
+    if settings.get("options"):
+        parts.append(f"**Options:** {_options_line(settings['options'])}")
+    if "builtin_tools" in settings:
+        parts.append(f"**Built-in tools:** {'on' if settings['builtin_tools'] else 'off'}")
     for turn in thread.turns:
         parts.append(f"**You:** {turn.query}")
+        if turn.reasoning:
+            parts.append(reasoning_block(turn.reasoning, done=True))
         parts.append(answer_markdown(turn) or "_(no answer)_")
         note = _STATUS_NOTES.get(turn.status)
         if note:
-            parts.append(note.format(error=f": {_inline(turn.error)}" if turn.error else ""))
+            reason = turn.error or (f"finish reason {turn.finish_reason}"
+                                    if turn.status == "incomplete" and turn.finish_reason else "")
+            parts.append(note.format(error=f": {_inline(reason)}" if reason else ""))
     return "\n\n".join(parts)
+
+
+def _options_line(options: dict[str, Any]) -> str:
+    return ", ".join(f"`{key}={json.dumps(value)}`" for key, value in sorted(options.items()))
 
 
 def thread_notebook(thread: Thread) -> dict[str, Any]:
@@ -132,3 +146,10 @@ def _markdown_escaped(text: str) -> str:
 
 def _when(stamp: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp)) if stamp else ""
+
+
+def reasoning_block(text: str, *, done: bool) -> str:
+    """The model's thinking as a collapsed, dimmed block (a quote inside <details>)."""
+    summary = "Thought" if done else "Thinking…"
+    quoted = "\n".join(f"> {line}" if line.strip() else ">" for line in text.strip().splitlines())
+    return f"<details><summary><i>{summary}</i></summary>\n\n{quoted}\n\n</details>"

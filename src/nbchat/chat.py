@@ -15,17 +15,20 @@ Four.
 from __future__ import annotations
 
 import atexit
+import fnmatch
 import os
 import re
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._endings import fit_history, refit_history
+from ._titles import clean_title
 from ._turn import NullRecorder, TurnSpec, run_turn
-from .config import Settings, resolve
+from .config import ENV_TOOLLESS_MODELS, Settings, resolve
 from .errors import (
     AlreadyAnswered,
     InputError,
@@ -37,6 +40,7 @@ from .errors import (
 )
 from .events import (
     Event,
+    ReasoningDelta,
     TextDelta,
     ToolCallAbandoned,
     ToolCallPending,
@@ -48,6 +52,8 @@ from .events import (
 )
 from .history import ChatHistory
 from .llm import LLMClient
+from .llm.local import BUNDLED_ALIAS
+from .options import TITLE_OPTIONS, Options, check_options, env_options, merge_options
 from .policy import Policy
 from .records import AnsweredCall, PendingCall
 from .store import SearchHit, Store, Thread, ThreadInfo, Turn, open_store
@@ -71,7 +77,9 @@ class Answer:
     turn's events and keeps ``text``, ``status``, ``pending``, ``usage`` up to
     date; ``result()`` streams what is left and returns the same object (or
     raises the failed turn's error). ``ask(…)`` returns it finished.
-    ``str(answer)`` is the text.
+    ``str(answer)`` is the text; the model's thinking is apart, in
+    ``reasoning``. An ``incomplete`` answer (cut at the token limit:
+    ``finish_reason == "length"``) says why in ``note``.
     """
 
     text: str = ""
@@ -84,6 +92,9 @@ class Answer:
     pending: tuple[PendingCall, ...] = ()
     error: NbchatError | None = field(default=None, compare=False)
     events: Iterator[Event] | None = field(default=None, repr=False, compare=False)
+    reasoning: str = ""
+    finish_reason: str | None = None
+    note: str = ""
 
     @classmethod
     def streaming(cls, events: Iterator[Event]) -> Answer:
@@ -127,6 +138,8 @@ class Answer:
         kind = type(event)
         if kind is TextDelta:
             self.text += event.text  # type: ignore[union-attr]
+        elif kind is ReasoningDelta:
+            self.reasoning += event.text  # type: ignore[union-attr]
         elif kind is TurnStarted:
             self.thread_id, self.turn, self.model = (
                 event.thread_id, event.turn, event.model)  # type: ignore[union-attr]
@@ -137,6 +150,8 @@ class Answer:
             self.text, self.status, self.usage = event.text, event.status, event.usage
             self.thread_id, self.turn = event.thread_id, event.turn
             self.model, self.elapsed = event.model or self.model, event.elapsed
+            self.reasoning = event.reasoning or self.reasoning
+            self.finish_reason, self.note = event.finish_reason, event.note
         elif kind is TurnFailed:
             assert isinstance(event, TurnFailed)
             self.text, self.status, self.error = event.text, "failed", event.error
@@ -166,6 +181,8 @@ class ThreadRecorder:
         pending: list[PendingCall] | None = None,
         error: str | None = None,
         usage: Usage | None = None,
+        finish_reason: str | None = None,
+        reasoning: str = "",
     ) -> None:
         self.store.update_turn(
             self.thread_id,
@@ -175,6 +192,8 @@ class ThreadRecorder:
             status=status,
             pending=list(pending or []),
             error=error,
+            finish_reason=finish_reason,
+            reasoning=reasoning,
             usage=None
             if usage is None
             else {
@@ -246,7 +265,7 @@ class HistoryRecorder(NullRecorder):
         self.history, self.question = history, question
 
     def finish(self, status: str, text: str, messages: list[dict[str, Any]], **_: Any) -> None:
-        if status in ("complete", "interrupted") and text:
+        if status in ("complete", "incomplete", "interrupted") and text:
             self.history.add_question_answer(self.question, text, clean=True)
 
 
@@ -261,11 +280,12 @@ class _Engine:
         api_key: str | None,
         provider: str | None,
         tools: Iterable[Any],
-        builtin_tools: bool,
+        builtin_tools: bool | None,
         permissions: Iterable[str],
         max_tool_rounds: int,
         store: str | os.PathLike[str] | None = None,
         user: str | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> None:
         self._explicit = dict(
             base_url=base_url,
@@ -276,7 +296,10 @@ class _Engine:
             user=user,
         )
         self.settings: Settings = resolve(**self._explicit, discover=False)  # type: ignore[arg-type]
-        self.toolbox = Toolbox([*(BUILTIN_CLIENT_TOOLS if builtin_tools else ()), *tools])
+        self.user_tools = list(tools)
+        self.toolbox = Toolbox([*BUILTIN_CLIENT_TOOLS, *self.user_tools])
+        self.builtin_tools = builtin_tools
+        self.options: Options = check_options(options)
         self.permissions = frozenset(permissions)
         self.max_tool_rounds = max_tool_rounds
         self._llm: LLMClient | None = None
@@ -294,8 +317,61 @@ class _Engine:
         """The models the endpoint offers."""
         return self.llm.list_models()
 
+    def _options(self, *layers: Mapping[str, Any] | None) -> Options:
+        """NBCHAT_OPTIONS, then this object's options, then ``layers`` (thread, call)."""
+        return merge_options(env_options(), self.options, *layers)
+
+    def _offered(self, model: str, builtin: bool | None = None) -> Toolbox:
+        """The tools offered in a turn: the user's, and the built-ins where they help.
+
+        Built-ins are off by default for the local model and for models named in
+        ``NBCHAT_TOOLLESS_MODELS``: small models call them instead of answering.
+        """
+        if builtin is None:
+            builtin = self.builtin_tools
+        if builtin is None:
+            patterns = os.environ.get(ENV_TOOLLESS_MODELS, "").split(",")
+            toolless = model == BUNDLED_ALIAS or any(
+                fnmatch.fnmatch(model, p.strip()) for p in patterns if p.strip()
+            )
+            builtin = self.llm.settings.origin != "local" and not toolless
+        return Toolbox([*(BUILTIN_CLIENT_TOOLS if builtin else ()), *self.user_tools])
+
+    def _spec(
+        self,
+        history: ChatHistory,
+        model: str,
+        options: Options,
+        toolbox: Toolbox,
+        **fields: Any,
+    ) -> TurnSpec:
+        """A TurnSpec whose context is the window of ``history`` that fits the model."""
+        llm = self.llm
+        tools = toolbox.schemas() or None
+        fitted = fit_history(history, llm.context_size(model, options), options, tools)
+
+        def refit(error: NbchatError) -> tuple[list[dict[str, Any]], int] | None:
+            size = getattr(error, "context_size", None)
+            if size:
+                llm.learn_context_size(model, size)
+            shorter = refit_history(history, spec.context, size or fitted.context_size,
+                                    options, tools)  # fmt: skip
+            return None if shorter is None else (shorter.messages, shorter.dropped_turns)
+
+        spec = TurnSpec(
+            llm=llm, model=model, context=fitted.messages, toolbox=toolbox, options=options,
+            refit=refit, dropped_turns=fitted.dropped_turns, context_size=fitted.context_size,
+            max_rounds=self.max_tool_rounds, **fields,
+        )  # fmt: skip
+        return spec
+
     def _history_turn(
-        self, question: str, history: ChatHistory, model: str | None, update: bool
+        self,
+        question: str,
+        history: ChatHistory,
+        model: str | None,
+        update: bool,
+        options: Mapping[str, Any] | None = None,
     ) -> Answer:
         _check_text(question, "question")
         if not isinstance(history, ChatHistory):
@@ -305,16 +381,13 @@ class _Engine:
             )
         context = history.copy()
         context.chat_as_user(question)
-        spec = TurnSpec(
-            llm=self.llm,
-            model=model or self.llm.default_model(),
-            context=context.messages,
-            toolbox=self.toolbox,
+        model = model or self.llm.default_model()
+        spec = self._spec(
+            context, model, self._options(check_options(options)), self._offered(model),
             tool_context=ToolContext(self.settings.user, self.settings.user, self.permissions),
             recorder=HistoryRecorder(history, question) if update else NullRecorder(),
-            max_rounds=self.max_tool_rounds,
             suspendable=False,
-        )
+        )  # fmt: skip
         return Answer.streaming(run_turn(spec))
 
 
@@ -331,10 +404,17 @@ class Chat(_Engine):
         else ``NBCHAT_STORE``, else the Jupyter data dir.
     tools
         Kernel tools (``@nbchat.tool`` functions) and client tools offered to the
-        model, besides the built-in client tools (ask, choose, confirm) unless
-        ``builtin_tools`` is false.
+        model, besides the built-in client tools (ask, choose, confirm).
+    builtin_tools
+        Offer the built-in client tools: True, False, or None (the default) for
+        on except with the local model and models named in
+        ``NBCHAT_TOOLLESS_MODELS``. A thread's own setting wins.
     permissions
         What the current user may do, checked by client tools' requirements.
+    options
+        Generation options for every turn (``{"max_tokens": 500, "temperature":
+        0.2}``; see :mod:`nbchat.options`), over ``NBCHAT_OPTIONS``; a thread's
+        options and a call's win over them.
     """
 
     def __init__(
@@ -347,9 +427,10 @@ class Chat(_Engine):
         store: str | os.PathLike[str] | Store | None = None,
         user: str | None = None,
         tools: Iterable[Any] = (),
-        builtin_tools: bool = True,
+        builtin_tools: bool | None = None,
         permissions: Iterable[str] = (),
         max_tool_rounds: int = 8,
+        options: Mapping[str, Any] | None = None,
     ) -> None:
         given = None if store is None or isinstance(store, str | os.PathLike) else store
         super().__init__(
@@ -363,6 +444,7 @@ class Chat(_Engine):
             max_tool_rounds=max_tool_rounds,
             store=None if given is not None else store,  # type: ignore[arg-type]
             user=given.user if given is not None else user,
+            options=options,
         )
         self.store: Store = (
             given if given is not None else open_store(self.settings.store, self.settings.user)
@@ -386,10 +468,43 @@ class Chat(_Engine):
         """(query, response) pairs of a thread, oldest first."""
         return self.store.thread_details(thread_id)
 
-    def new_thread(self, model: str | None = None, *, system: str | None = None) -> int:
-        """Start a thread; its id. The model defaults to the endpoint's default."""
+    def new_thread(
+        self,
+        model: str | None = None,
+        *,
+        system: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        builtin_tools: bool | None = None,
+    ) -> int:
+        """Start a thread; its id. The model defaults to the endpoint's default.
+
+        ``options`` and ``builtin_tools`` are saved with the thread and used by
+        every turn in it (see :meth:`update_thread_settings`).
+        """
         model = Policy.from_env().model(model) or self.llm.default_model()
-        return self.store.new_thread(model, system=system)
+        thread_id = self.store.new_thread(model, system=system)
+        if options is not None or builtin_tools is not None:
+            self.update_thread_settings(thread_id, options=options, builtin_tools=builtin_tools)
+        return thread_id
+
+    def update_thread_settings(
+        self,
+        thread_id: int,
+        *,
+        options: Mapping[str, Any] | None = None,
+        builtin_tools: bool | None = None,
+    ) -> dict[str, Any]:
+        """Merge generation options into a thread's (a None value removes one); set whether
+        its turns offer the built-in client tools. The thread's settings as saved."""
+        thread = self.store.get(thread_id)
+        settings = dict(thread.settings or {})
+        if options is not None:
+            merged = merge_options(settings.get("options"), check_options(options))
+            settings["options"] = merged
+        if builtin_tools is not None:
+            settings["builtin_tools"] = bool(builtin_tools)
+        self.store.update_thread(thread_id, settings=settings)
+        return settings
 
     def append_response(
         self, thread_id: int, query: str, answer: str, title: str | None = None
@@ -427,10 +542,12 @@ class Chat(_Engine):
             {"role": "assistant", "content": first.answer[:2000]},
             {"role": "user", "content": TITLE_REQUEST},
         ]
+        options = merge_options(_provider_only(self._options(_thread_options(thread))),
+                                TITLE_OPTIONS)  # fmt: skip
         try:
             text = "".join(
                 e.text
-                for e in self.llm.stream(messages, model=thread.model)
+                for e in self.llm.stream(messages, model=thread.model, options=options)
                 if type(e) is TextDelta
             )
         except NbchatError:
@@ -461,11 +578,29 @@ class Chat(_Engine):
         thread = self.store.get(thread_id)
         return self._thread_history(thread, upto=len(thread.turns), clean=False)
 
-    def ask(self, thread_id: int, query: str, *, model: str | None = None) -> Answer:
-        """Save the query, stream the answer, append it; the Answer (raises if the turn failed)."""
-        return self.iter_ask(thread_id, query, model=model).result()
+    def ask(
+        self,
+        thread_id: int,
+        query: str,
+        *,
+        model: str | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> Answer:
+        """Save the query, stream the answer, append it; the Answer (raises if the turn failed).
 
-    def iter_ask(self, thread_id: int, query: str, *, model: str | None = None) -> Answer:
+        ``options`` (``{"max_tokens": 300, "seed": 1}``) apply to this call, over the
+        thread's and the session's; they are saved with the turn.
+        """
+        return self.iter_ask(thread_id, query, model=model, options=options).result()
+
+    def iter_ask(
+        self,
+        thread_id: int,
+        query: str,
+        *,
+        model: str | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> Answer:
         """Like :meth:`ask`, as a stream of events. The query is saved before this returns.
 
         A client-tool call still waiting in the thread is closed first (the
@@ -473,13 +608,16 @@ class Chat(_Engine):
         says so.
         """
         _check_text(query, "query")
+        call_options = check_options(options)
         thread = self.store.get(thread_id)
         model = Policy.from_env().model(model or thread.model) or thread.model  # before saving
         abandoned = self._abandon_pending(thread)
         turn = self.store.start_turn(thread_id, query, model=model)
+        chosen = self._options(_thread_options(thread), call_options)
+        self.store.update_turn(thread_id, turn, options=chosen)
         history = self._thread_history(thread, upto=len(thread.turns))
         history.chat_as_user(query)
-        events = self._run(thread, turn, history.messages, model)
+        events = self._run(thread, turn, history, model, chosen)
         return Answer.streaming(_chain([ToolCallAbandoned(call) for call in abandoned], events))
 
     def retry(self, thread_id: int) -> Answer:
@@ -504,23 +642,36 @@ class Chat(_Engine):
         history = self._thread_history(thread, upto=last)
         history.chat_as_user(thread.turns[last].query)
         model = thread.turns[last].model or thread.model
-        events = self._run(thread, last, history.messages, model, messages=messages, text=text)
+        options = _turn_options(thread, thread.turns[last], self)
+        events = self._run(thread, last, history, model, options, messages=messages, text=text)
         return Answer.streaming(events)
 
     def ask_with_history(
-        self, question: str, history: ChatHistory, model: str | None = None, *, update: bool = False
+        self,
+        question: str,
+        history: ChatHistory,
+        model: str | None = None,
+        *,
+        update: bool = False,
+        options: Mapping[str, Any] | None = None,
     ) -> Answer:
         """Ask with ``history`` as the context for this one request; no thread is touched.
 
         The history is left as it was unless ``update`` is true.
         """
-        return self._history_turn(question, history, model, update).result()
+        return self._history_turn(question, history, model, update, options).result()
 
     def iter_ask_with_history(
-        self, question: str, history: ChatHistory, model: str | None = None, *, update: bool = False
+        self,
+        question: str,
+        history: ChatHistory,
+        model: str | None = None,
+        *,
+        update: bool = False,
+        options: Mapping[str, Any] | None = None,
     ) -> Answer:
         """:meth:`ask_with_history` as a stream of events."""
-        return self._history_turn(question, history, model, update)
+        return self._history_turn(question, history, model, update, options)
 
     # -- client tools ----------------------------------------------------------
     def pending_calls(self, thread_id: int | None = None) -> list[PendingCall]:
@@ -578,8 +729,8 @@ class Chat(_Engine):
         history = self._thread_history(thread, upto=call.turn)
         history.chat_as_user(turn.query)
         events = self._run(
-            thread, call.turn, history.messages, turn.model or thread.model,
-            messages=turn.messages, text=turn.answer,
+            thread, call.turn, history, turn.model or thread.model,
+            _turn_options(thread, turn, self), messages=turn.messages, text=turn.answer,
         )  # fmt: skip
         return Answer.streaming(_chain([result], events))
 
@@ -592,25 +743,20 @@ class Chat(_Engine):
         self,
         thread: Thread,
         turn: int,
-        context: list[dict[str, Any]],
+        history: ChatHistory,
         model: str,
+        options: Options,
         *,
         messages: list[dict[str, Any]] | None = None,
         text: str = "",
     ) -> Iterator[Event]:
-        spec = TurnSpec(
-            llm=self.llm,
-            model=model,
-            context=context,
-            toolbox=self.toolbox,
+        builtin = (thread.settings or {}).get("builtin_tools")
+        spec = self._spec(
+            history, model, options, self._offered(model, builtin),
             tool_context=ToolContext(self.user, thread.user, self.permissions, thread.id),
             recorder=ThreadRecorder(self.store, thread.id, turn),
-            thread_id=thread.id,
-            turn=turn,
-            messages=list(messages or []),
-            text=text,
-            max_rounds=self.max_tool_rounds,
-        )
+            thread_id=thread.id, turn=turn, messages=list(messages or []), text=text,
+        )  # fmt: skip
         for event in run_turn(spec):
             if type(event) is TurnFinished and event.status == "complete" and not thread.title:
                 self._titles.start(self, thread.id)
@@ -707,6 +853,7 @@ class LLM(_Engine):
         provider: str | None = None,
         tools: Iterable[Any] = (),
         max_tool_rounds: int = 8,
+        options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(
             model=model,
@@ -717,6 +864,7 @@ class LLM(_Engine):
             builtin_tools=False,
             permissions=(),
             max_tool_rounds=max_tool_rounds,
+            options=options,
         )
         self.model = model
         self.history = ChatHistory(system=system)
@@ -724,13 +872,20 @@ class LLM(_Engine):
     def __repr__(self) -> str:
         return f"LLM(model={self.model!r}, messages={len(self.history)})"
 
-    def ask(self, question: str) -> str:
-        """Ask with the main history, which then holds the question and the answer."""
-        return self._history_turn(question, self.history, self.model, update=True).result().text
+    def ask(self, question: str, *, options: Mapping[str, Any] | None = None) -> str:
+        """Ask with the main history, which then holds the question and the answer.
 
-    def ask_with_history(self, question: str, history: ChatHistory) -> str:
+        ``options`` apply to this call, over the LLM's own and ``NBCHAT_OPTIONS``.
+        """
+        turn = self._history_turn(question, self.history, self.model, True, options)
+        return turn.result().text
+
+    def ask_with_history(
+        self, question: str, history: ChatHistory, *, options: Mapping[str, Any] | None = None
+    ) -> str:
         """Ask with ``history`` for this request only; the main history is untouched."""
-        return self._history_turn(question, history, self.model, update=False).result().text
+        turn = self._history_turn(question, history, self.model, False, options)
+        return turn.result().text
 
 
 def _closed(turn: Turn) -> list[dict[str, Any]]:
@@ -750,6 +905,24 @@ def _closed(turn: Turn) -> list[dict[str, Any]]:
     if turn.answer and not any(m.get("role") == "assistant" for m in messages):
         messages.append({"role": "assistant", "content": turn.answer})  # no messages kept
     return messages
+
+
+def _thread_options(thread: Thread) -> Options:
+    options = (thread.settings or {}).get("options")
+    return dict(options) if isinstance(options, dict) else {}
+
+
+def _turn_options(thread: Thread, turn: Turn, engine: _Engine) -> Options:
+    """The options a turn was asked with (resuming it uses them again)."""
+    if turn.options is not None:
+        return dict(turn.options)
+    return engine._options(_thread_options(thread))
+
+
+def _provider_only(options: Options) -> Options:
+    """Options that are about the endpoint, not the answer (kept for side requests)."""
+    answer_keys = {"max_tokens", "temperature", "top_p", "seed", "stop", "tool_choice"}
+    return {k: v for k, v in options.items() if k not in answer_keys}
 
 
 def _answered(thread: Thread, call_id: str | None) -> AnsweredCall | None:
@@ -791,9 +964,4 @@ def _first_words(text: str, count: int = 5) -> str:
 
 
 def _clean_title(text: str) -> str:
-    line = next((part for part in text.strip().splitlines() if part.strip()), "")
-    line = re.sub(r"^(title\s*:\s*)", "", line.strip(), flags=re.IGNORECASE)
-    line = line.strip().strip("\"'“”‘’`*#").strip()
-    line = re.sub(r"[.!?,;:…]+$", "", line).strip().strip("\"'“”‘’`*").strip()
-    words = line.split()
-    return " ".join(words[:8])[:80]
+    return clean_title(text)

@@ -30,6 +30,9 @@ ENV_STORE_URL = "NBCHAT_STORE_URL"
 ENV_USER = "NBCHAT_USER"
 ENV_JUPYTERHUB_USER = "JUPYTERHUB_USER"
 ENV_HISTORY_LIMIT = "NBCHAT_HISTORY_LIMIT"
+ENV_OPTIONS = "NBCHAT_OPTIONS"
+ENV_CONTEXT_SIZE = "NBCHAT_CONTEXT_SIZE"
+ENV_TOOLLESS_MODELS = "NBCHAT_TOOLLESS_MODELS"
 ENV_LOCAL_MODEL = "NBCHAT_LOCAL_MODEL"
 ENV_NO_AUTOLOAD = "NBCHAT_NO_AUTOLOAD"
 ENV_LIVE = "NBCHAT_LIVE"
@@ -73,6 +76,7 @@ class Settings:
     store: Path | str = field(default_factory=lambda: store_location())
     user: str = field(default_factory=lambda: default_user())
     history_limit: int | None = None
+    context_size: int | None = None
     connect_timeout: float = 5.0
     read_timeout: float = 120.0
     max_retries: int = 3
@@ -167,6 +171,22 @@ def parse_history_limit(value: object, *, source: str = ENV_HISTORY_LIMIT) -> in
     return limit
 
 
+def parse_context_size(value: object, *, source: str = ENV_CONTEXT_SIZE) -> int | None:
+    """The model's context window in tokens (a whole number above 0), or None: discover it."""
+    if value is None or str(value).strip() == "":
+        return None
+    try:
+        size = int(str(value).strip().replace("_", "").replace(",", ""))
+    except ValueError:
+        size = 0
+    if size < 1:
+        raise ConfigError(
+            f"{source} must be the model's context size in tokens (e.g. 4096), got {value!r}; "
+            f"unset it to let nbchat ask the endpoint"
+        )
+    return size
+
+
 def resolve(
     *,
     base_url: str | None = None,
@@ -207,6 +227,7 @@ def resolve(
         history_limit=history_limit
         if history_limit is not None
         else parse_history_limit(env.get(ENV_HISTORY_LIMIT)),
+        context_size=parse_context_size(env.get(ENV_CONTEXT_SIZE)),
     )
     if url == DEMO_URL:
         from ._fallback import demo_endpoint

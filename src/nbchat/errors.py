@@ -13,8 +13,11 @@
     │   ├── ModelNotFound (LookupError)
     │   ├── RateLimited                429; ``.retry_after`` in seconds
     │   ├── ServerError                5xx or another unexpected status
+    │   │   ├── OptionRejected (ValueError)  the endpoint refused a generation option
+    │   │   └── ContextOverflow        the request does not fit the model's context
     │   ├── MalformedStream            the stream is not the protocol
     │   └── StreamCutOff               the stream ended before its end marker
+    │       └── EmptyAnswer            the endpoint accepted the request, then sent nothing
     ├── StoreError                     the thread store
     │   ├── ThreadNotFound (LookupError)
     │   ├── StoreCorrupt               a file is not a store we wrote; never overwritten
@@ -124,12 +127,46 @@ class ServerError(LLMError):
         self.status = status
 
 
+class OptionRejected(ServerError, ValueError):
+    """The endpoint refused the request because of one generation option (``.option``)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str | None = None,
+        status: int | None = None,
+        option: str = "",
+    ) -> None:
+        super().__init__(message, url=url, status=status)
+        self.option = option
+
+
+class ContextOverflow(ServerError):
+    """The request is longer than the model's context (``.context_size`` when the endpoint said)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str | None = None,
+        status: int | None = None,
+        context_size: int | None = None,
+    ) -> None:
+        super().__init__(message, url=url, status=status)
+        self.context_size = context_size
+
+
 class MalformedStream(LLMError):
     """The endpoint sent something that is not the protocol."""
 
 
 class StreamCutOff(LLMError):
     """The stream ended before the endpoint said it was done: the answer is incomplete."""
+
+
+class EmptyAnswer(StreamCutOff):
+    """The endpoint accepted the request and then closed the answer without a byte."""
 
 
 class StoreError(NbchatError):

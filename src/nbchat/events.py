@@ -16,17 +16,25 @@ from .errors import NbchatError
 from .records import PendingCall, Prompt, ToolCall, Usage
 
 __all__ = [
-    "Event", "ReplyEvent", "ReplyFinished", "TextDelta", "ToolCall", "ToolCallAbandoned",
+    "ContextWindowed", "Event", "ReasoningDelta", "ReplyEvent", "ReplyFinished", "TextDelta",
+    "ToolCall", "ToolCallAbandoned",
     "ToolCallPending", "ToolCallRequested", "ToolResult", "TurnFailed", "TurnFinished",
     "TurnStarted", "TurnStatus", "Usage", "UsageReported",
 ]
 
-TurnStatus = Literal["complete", "suspended", "interrupted", "failed"]
+TurnStatus = Literal["complete", "incomplete", "suspended", "interrupted", "failed"]
 
 
 @dataclass(frozen=True)
 class TextDelta:
     """A piece of the answer's text, in arrival order."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    """A piece of the model's reasoning ("thinking"), shown apart and never sent back."""
 
     text: str
 
@@ -101,8 +109,25 @@ class ToolCallAbandoned:
 
 
 @dataclass(frozen=True)
+class ContextWindowed:
+    """The request holds only the newest turns: ``dropped_turns`` earlier ones were left out.
+
+    The thread itself keeps them all; only what is sent to the model is shorter.
+    """
+
+    dropped_turns: int
+    context_size: int | None = None
+
+
+@dataclass(frozen=True)
 class TurnFinished:
-    """The turn ended: ``status`` says how; ``text`` is the answer so far."""
+    """The turn ended: ``status`` says how; ``text`` is the answer so far.
+
+    ``incomplete`` means the model did not finish on its own (the token limit,
+    ``finish_reason`` ``"length"``, or a stream that ended without a reason);
+    ``note`` then says so in one line. ``reasoning`` is the model's thinking,
+    kept apart from ``text``.
+    """
 
     thread_id: int | None
     turn: int
@@ -111,6 +136,9 @@ class TurnFinished:
     model: str = ""
     usage: Usage | None = None
     elapsed: float = 0.0
+    finish_reason: str | None = None
+    reasoning: str = ""
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -123,9 +151,10 @@ class TurnFailed:
     text: str = ""
 
 
-ReplyEvent = TextDelta | ToolCallRequested | UsageReported | ReplyFinished
+ReplyEvent = TextDelta | ReasoningDelta | ToolCallRequested | UsageReported | ReplyFinished
 Event = (
     TextDelta
+    | ReasoningDelta
     | ToolCallRequested
     | UsageReported
     | ReplyFinished
@@ -133,6 +162,7 @@ Event = (
     | ToolResult
     | ToolCallPending
     | ToolCallAbandoned
+    | ContextWindowed
     | TurnFinished
     | TurnFailed
 )

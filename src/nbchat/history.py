@@ -318,6 +318,27 @@ class ChatHistory:
         """The messages grouped into turns (see :func:`split_turns`)."""
         return split_turns(self._messages)
 
+    def window(self, max_tokens: int) -> Window:
+        """The system prompt and the newest whole turns that fit in ``max_tokens``.
+
+        Tokens are estimated (:func:`estimate_tokens`). The oldest turns go
+        first; a tool call stays with its results; the last turn is kept even
+        when it alone is over the budget. This history is left unchanged: the
+        window is a new one, for one request.
+        """
+        turns = split_turns(self._messages)
+        total = estimate_tokens(self._system) if self._system else 0
+        kept = 0
+        for turn in reversed(turns):
+            cost = sum(_message_tokens(m) for m in turn)
+            if kept and total + cost > max_tokens:
+                break
+            total += cost
+            kept += 1
+        start = len(turns) - kept
+        messages = [m for turn in turns[start:] for m in turn]
+        return Window(self._with_messages(messages), dropped_turns=start, tokens=total)
+
     def copy(self) -> ChatHistory:
         """An independent copy: changing one never changes the other."""
         return self._with_messages(self._messages)
@@ -417,6 +438,34 @@ class ChatHistory:
         if not self._messages:
             blocks.append("*No messages yet.*")
         return "\n\n".join(blocks) + "\n"
+
+
+@dataclass(frozen=True)
+class Window:
+    """What :meth:`ChatHistory.window` selected: the history sent, what was left out."""
+
+    history: ChatHistory
+    dropped_turns: int = 0
+    tokens: int = 0
+
+
+_MESSAGE_OVERHEAD = 4  # role and framing tokens chat templates add to every message
+
+
+def estimate_tokens(text: str) -> int:
+    """A cheap, generous token count for ``text``: about 3.5 characters a token.
+
+    Real tokenizers give 3.5–4.5 characters a token for English and code; a
+    slight overestimate keeps a window inside the context.
+    """
+    return (len(text) * 2 + 6) // 7
+
+
+def _message_tokens(message: Message) -> int:
+    tokens = _MESSAGE_OVERHEAD + estimate_tokens(message.content)
+    for call in message.tool_calls:
+        tokens += _MESSAGE_OVERHEAD + estimate_tokens(call.name) + estimate_tokens(call.arguments)
+    return tokens
 
 
 def _to_message(message: object) -> Message:

@@ -25,6 +25,7 @@ from traitlets import Bool, CaselessStrEnum, Dict, Float, List, Unicode
 from ._interpolate import interpolate, resolve
 from ._magic_syntax import protect_chat_questions, split_options
 from .errors import NbchatError
+from .options import check_options, parse_value
 from .render import Mode, RenderResult, TurnRenderer, detect_mode, execution_marker
 
 if TYPE_CHECKING:
@@ -42,6 +43,9 @@ ERROR_PROMPT = (
     "wrong and how to fix it.\n\n```\n{traceback}\n```"
 )
 MAX_TRACEBACK_CHARS = 8000
+CONTINUE_QUESTION = (
+    "Continue your previous answer exactly where it stopped, without repeating any of it."
+)
 _FENCE = re.compile(r"^```[^\n`]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
@@ -81,6 +85,15 @@ class ChatMagics(Magics):
         help="Dollars per million input and output tokens by model, for the panel's cost "
         'estimates: {"gpt-4o-mini": [0.15, 0.6]}; NBCHAT_PRICES when empty.',
     ).tag(config=True)
+    options = Dict(
+        help="Generation options for this session, e.g. {'max_tokens': 500, 'temperature': "
+        "0.2}; a thread's options and a question's flags win over them.",
+    ).tag(config=True)
+    builtin_tools = Bool(
+        None, allow_none=True,
+        help="Offer the built-in client tools (ask_user, choose, confirm): True, False, or "
+        "None for on except with the local model and NBCHAT_TOOLLESS_MODELS.",
+    ).tag(config=True)
     max_updates_per_second = Float(
         10.0, help="At most this many live display updates a second (fewer for long answers)."
     ).tag(config=True)
@@ -95,8 +108,10 @@ class ChatMagics(Magics):
     def chat(self) -> Chat:
         """The Chat these magics use, rebuilt when a setting or NBCHAT_* variable changes."""
         tools = self._user_tools()
+        options = check_options(self.options, source="ChatMagics.options")
         key = (self.model, self.base_url, self.provider, self.store, self.user, _environment(),
-               tuple(map(id, tools)), tuple(self.permissions))
+               tuple(map(id, tools)), tuple(self.permissions), repr(sorted(options.items())),
+               self.builtin_tools)
         if self._chat is None or key != self._chat_key:
             from .chat import Chat
 
@@ -104,7 +119,8 @@ class ChatMagics(Magics):
             self._chat = Chat(
                 model=self.model or None, base_url=self.base_url or None,
                 provider=self.provider or None, store=self.store or None, user=self.user or None,
-                tools=tools, permissions=self.permissions,
+                tools=tools, permissions=self.permissions, options=options,
+                builtin_tools=self.builtin_tools,
             )
             self._chat_key = key
             if old is not None and old.store.location() != self._chat.store.location():
@@ -141,6 +157,23 @@ class ChatMagics(Magics):
               help="Put the answer's first code block into a new cell below.")
     @argument("--error", action="store_true",
               help="Ask about the last exception of this session (with its traceback).")
+    @argument("--continue", dest="continue_", action="store_true",
+              help="Ask the model to go on with its last answer (one cut at the token limit).")
+    @argument_group("Generation (for this question; --set saves them in the thread)")
+    @argument("--max-tokens", type=int, metavar="N", help="Stop the answer after N tokens.")
+    @argument("--temperature", type=float, metavar="T", help="Sampling temperature (0-2).")
+    @argument("--top-p", type=float, metavar="P", help="Nucleus sampling (0-1).")
+    @argument("--seed", type=int, metavar="N", help="Sampling seed, for repeatable answers.")
+    @argument("--stop", action="append", metavar="TEXT", help="Stop at TEXT (repeatable).")
+    @argument("--tool-choice", metavar="CHOICE",
+              help="auto, none, required, or a tool's name to make the model call it.")
+    @argument("-o", "--option", action="append", metavar="KEY=VALUE",
+              help="Any other option, passed to the endpoint (e.g. -o num_ctx=8192).")
+    @argument("--set", action="store_true",
+              help="Save the generation options given with it in the thread (alone: "
+              "for its next turns).")
+    @argument("--builtin-tools", choices=("on", "off"),
+              help="Offer the built-in client tools in this thread (saved).")
     @argument_group("Threads")
     @argument("--list", action="store_true", help="List your threads.")
     @argument("--show", nargs="?", const="", metavar="ID",
@@ -187,14 +220,22 @@ class ChatMagics(Magics):
         ``{name}``. Errors are one line, with what to do.
 
         Settings: ``%config ChatMagics.model = "MODEL"`` (also base_url,
-        provider, store, user, system, live, max_updates_per_second,
-        panel_area, prices), else the NBCHAT_* environment variables.
+        provider, store, user, system, live, max_updates_per_second, tools,
+        builtin_tools, panel_area, prices, and ``options = {"max_tokens": 500}``),
+        else the NBCHAT_* environment variables.
 
         The panel: Enter sends, Shift+Enter adds a line, Escape stops the
         answer, Up recalls earlier questions. ``--panel --side`` (or
         ``%config ChatMagics.panel_area = "side"``) puts it in JupyterLab's
         right side area; each answer shows its model, tokens and time, with
         a cost estimate when ``prices`` (or NBCHAT_PRICES) has the model.
+
+        Generation options (``--max-tokens``, ``--temperature``, ``--seed``,
+        ``--stop``, ``--tool-choice``, ``-o KEY=VALUE``) apply to one question
+        and are saved with its turn; with ``--set`` they are saved in the thread
+        for its next turns (shown by ``--show``). Precedence: the question's,
+        the thread's, ``ChatMagics.options``, then ``NBCHAT_OPTIONS``. An
+        answer cut at the token limit says so; ``%chat --continue`` goes on.
 
         Examples::
 
@@ -203,6 +244,10 @@ class ChatMagics(Magics):
           %chat --error why does this happen?
           %%chat -n -s "You are a terse reviewer" --code
           Write a function that parses ISO dates.
+          %%chat --max-tokens 300 --temperature 0.2 --seed 1
+          Summarize this in three bullet points: {text}
+          %chat --continue
+          %chat --set --max-tokens 800 --builtin-tools off
         """
         try:
             result = self._run(line, cell)
@@ -231,6 +276,16 @@ class ChatMagics(Magics):
             return self._command(commands[0], opts, text)
         if opts.error:
             return self._ask(self._error_question(text, opts), opts, interpolated=True)
+        if opts.continue_:
+            if text or opts.history is not None or opts.new:
+                raise UsageError("--continue goes on with the current thread's last answer; "
+                                 "give it no question, -H or -n")
+            if self.thread_id is None and opts.thread is None:
+                raise UsageError("no current thread to continue; ask something first")
+            return self._ask(CONTINUE_QUESTION, opts, interpolated=True)
+        if not text and (opts.set or opts.builtin_tools):
+            self._set_thread(opts)
+            return None
         if not text:
             if opts.new or opts.system is not None:
                 self._new_thread(opts)
@@ -273,13 +328,22 @@ class ChatMagics(Magics):
         if not (interpolated or opts.no_interpolate):
             question = self._interpolate(question)
         chat = self.chat
+        options = _flag_options(opts)
         if opts.history is not None:
             if opts.thread is not None or opts.new:
                 raise UsageError("-H asks with a ChatHistory, not in a thread: drop -t/-n")
+            if opts.set or opts.builtin_tools:
+                raise UsageError("-H asks with a ChatHistory: there is no thread to save "
+                                 "--set or --builtin-tools in; drop them")
             history = self._user_history(opts.history, opts.system)
-            events = chat.iter_ask_with_history(question, history, model=opts.model)
+            events = chat.iter_ask_with_history(
+                question, history, model=opts.model, options=options
+            )
         else:
-            events = chat.iter_ask(self._thread_for(opts), question, model=opts.model)
+            thread_id = self._thread_for(opts)
+            if opts.set or opts.builtin_tools:
+                self._set_thread(opts, thread_id, quiet=True)
+            events = chat.iter_ask(thread_id, question, model=opts.model, options=options)
         result = self._shown(self._render(events, opts))
         if opts.code:
             self._code_to_next_cell(result.text)
@@ -388,6 +452,23 @@ class ChatMagics(Magics):
         return self._shown(self._render(events, opts))
 
     # -- thread commands ------------------------------------------------------------
+    def _set_thread(self, opts: Any, thread_id: int | None = None, quiet: bool = False) -> None:
+        """--set / --builtin-tools: save generation options or the tools switch in a thread."""
+        thread_id = self._thread_for(opts) if thread_id is None else thread_id
+        options = _flag_options(opts) if opts.set else None
+        if opts.set and not options:
+            raise UsageError("--set saves generation options in the thread: give some, e.g. "
+                             "%chat --set --max-tokens 500")
+        builtin = None if opts.builtin_tools is None else opts.builtin_tools == "on"
+        settings = self.chat.update_thread_settings(thread_id, options=options,
+                                                    builtin_tools=builtin)  # fmt: skip
+        if not quiet:
+            saved = settings.get("options") or {}
+            shown = ", ".join(f"{k}={v!r}" for k, v in sorted(saved.items())) or "none"
+            switch = settings.get("builtin_tools")
+            tools = "default" if switch is None else ("on" if switch else "off")
+            print(f"Thread {thread_id}: options {shown}; built-in tools {tools}.")
+
     def _new_thread(self, opts: Any) -> None:
         self.thread_id = self._thread_for(opts)
         model = self.chat.store.get(self.thread_id).model
@@ -486,6 +567,22 @@ class ChatMagics(Magics):
             return int(str(value))
         except ValueError:
             raise UsageError(f"thread ids are numbers, got {value!r}; see %chat --list") from None
+
+
+def _flag_options(opts: Any) -> dict[str, Any]:
+    """The generation options given as flags, checked (a bad value names the flag's option)."""
+    options: dict[str, Any] = {}
+    for pair in opts.option or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"-o takes KEY=VALUE (e.g. -o num_ctx=8192), got {pair!r}")
+        options[key.strip()] = parse_value(value.strip())
+    flags = {"max_tokens": opts.max_tokens, "temperature": opts.temperature,
+             "top_p": opts.top_p, "seed": opts.seed, "tool_choice": opts.tool_choice}  # fmt: skip
+    options.update({k: v for k, v in flags.items() if v is not None})
+    if opts.stop:
+        options["stop"] = opts.stop[0] if len(opts.stop) == 1 else list(opts.stop)
+    return check_options(options, source="%chat")
 
 
 def _show_prompts(chat: Chat, calls: list[Any], **kwargs: Any) -> None:

@@ -79,10 +79,10 @@ __all__ = ["PostgresStore"]
 
 _TURN_COLUMNS = (
     "idx, query, answer, messages::text, status, pending::text, answered::text, error, "
-    "model, usage::text, started, finished, writer"
+    "model, usage::text, started, finished, writer, options::text, finish_reason, reasoning"
 )
-_JSON_FIELDS = ("messages", "pending", "answered", "usage")
-_TEXT_FIELDS = ("answer", "error", "model")
+_JSON_FIELDS = ("messages", "pending", "answered", "usage", "options")
+_TEXT_FIELDS = ("answer", "error", "model", "finish_reason", "reasoning")
 
 
 class PostgresStore:
@@ -319,8 +319,8 @@ class PostgresStore:
         """Change some fields of a turn and return it as saved.
 
         Fields: answer, messages, status, pending, answered, error, usage,
-        finished, model. A turn left "streaming" belongs to the calling
-        process from then on.
+        finished, model, options, finish_reason, reasoning. A turn left
+        "streaming" belongs to the calling process from then on.
         """
         tid = self._check_id(thread_id)
         index = _check_index(turn)
@@ -504,9 +504,11 @@ class PostgresStore:
 
     def _turn(self, tid: int, row: tuple[Any, ...], live: set[int]) -> Turn:
         (index, query, answer, messages, status, pending, answered, error, model, usage,
-         started, finished, writer) = row  # fmt: skip
+         started, finished, writer, options, finish_reason, reasoning) = row  # fmt: skip
         try:
-            messages, usage = dec_json(messages), dec_json(usage)
+            messages, usage, options = dec_json(messages), dec_json(usage), dec_json(options)
+            if not (options is None or isinstance(options, dict)):
+                raise RecordError("options that are not an object")
             if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
                 raise RecordError("messages that are not a list of objects")
             if status not in STATUSES or not (usage is None or isinstance(usage, dict)):
@@ -517,6 +519,8 @@ class PostgresStore:
                 started=started, finished=finished,
                 pending=[PendingCall.from_dict(tid, index, e) for e in _list(pending)],
                 answered=[AnsweredCall.from_dict(e) for e in _list(answered)],
+                options=options, finish_reason=dec_text(finish_reason),
+                reasoning=dec_text(reasoning) or "",
             )  # fmt: skip
         except (RecordError, ValueError) as exc:
             raise self._corrupt(tid, f"holds a damaged record in turn {index} ({exc})") from None

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-TurnStatus = Literal["streaming", "complete", "suspended", "interrupted", "failed"]
+TurnStatus = Literal["streaming", "complete", "incomplete", "suspended", "interrupted", "failed"]
 PROMPT_KINDS = ("text", "choice", "confirm", "code", "custom")
 
 

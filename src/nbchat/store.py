@@ -82,7 +82,7 @@ __all__ = [
 ]  # fmt: skip
 
 SCHEMA = 1
-STATUSES = ("streaming", "complete", "interrupted", "failed", "suspended")
+STATUSES = ("streaming", "complete", "incomplete", "interrupted", "failed", "suspended")
 TITLE_MAX = 200
 LOCK_TIMEOUT = 30.0
 _UNSET: Any = object()
@@ -104,6 +104,9 @@ class Turn:
     started: float = 0.0
     finished: float | None = None
     answered: list[AnsweredCall] = field(default_factory=list)
+    options: dict | None = None  # the generation options the turn was asked with
+    finish_reason: str | None = None  # how the model's last reply ended, as it said
+    reasoning: str = ""  # the model's thinking: kept, never sent back as context
 
 
 @dataclass
@@ -745,15 +748,21 @@ def _check_turn_field(name: str, value: Any) -> Any:
         if value not in STATUSES:
             raise InputError(f"status must be one of {', '.join(STATUSES)}; got {value!r}")
         return value
-    if name in ("error", "model", "answer"):
-        return _check_type(value, name, str) if value is not None or name == "answer" else None
+    if name in ("error", "model", "answer", "finish_reason", "reasoning"):
+        is_required = name in ("answer", "reasoning")
+        return _check_type(value, name, str) if value is not None or is_required else None
+    if name == "options":
+        return None if value is None else _check_json(value, "options", dict)
     if name == "usage":
         return None if value is None else _check_json(value, "usage", dict)
     if name == "finished":
         if value is not None and (isinstance(value, bool) or not isinstance(value, Real)):
             raise InputError(f"finished must be epoch seconds or None, got {value!r}")
         return None if value is None else float(value)
-    allowed = "answer, messages, status, pending, answered, error, usage, finished, model"
+    allowed = (
+        "answer, messages, status, pending, answered, error, usage, finished, model, "
+        "options, finish_reason, reasoning"
+    )
     raise InputError(f"update_turn cannot change {name!r}; it changes: {allowed}")
 
 

@@ -398,7 +398,8 @@ def _text_answer(response: object, max_length: int) -> str:
     return text
 
 
-_QUESTION = {"type": "string", "minLength": 1, "description": "The question, as the user sees it."}
+# Kept short: every request that offers the built-ins carries these schemas.
+_QUESTION = {"type": "string", "minLength": 1}
 
 
 class _BuiltinTool(ClientTool):
@@ -419,18 +420,12 @@ class AskUser(_BuiltinTool):
     """The built-in ``ask_user``: a question answered in free text (non-blank, stripped)."""
 
     name = "ask_user"
-    description = (
-        "Ask the user a question and wait for their free-text answer. Use it for "
-        "information only the user has, one question at a time."
-    )
+    description = "Ask the user one question only they can answer; wait for their reply."
     parameters = {
         "type": "object",
         "properties": {
             "question": dict(_QUESTION),
-            "placeholder": {
-                "type": "string",
-                "description": "An example answer, shown greyed out in the empty answer box.",
-            },
+            "placeholder": {"type": "string", "description": "Example answer."},
         },
         "required": ["question"],
         "additionalProperties": False,
@@ -458,10 +453,7 @@ class Choose(_BuiltinTool):
     """
 
     name = "choose"
-    description = (
-        "Ask the user to choose one of several options and wait for their choice. "
-        "Use it when the user must decide between a few known alternatives."
-    )
+    description = "Ask the user to pick one of a few options; wait for their choice."
     parameters = {
         "type": "object",
         "properties": {
@@ -472,7 +464,6 @@ class Choose(_BuiltinTool):
                 "minItems": 2,
                 "maxItems": 20,
                 "uniqueItems": True,
-                "description": "The options, each a short distinct text.",
             },
         },
         "required": ["question", "options"],
@@ -505,9 +496,7 @@ class Confirm(_BuiltinTool):
     """The built-in ``confirm``: yes or no (a bool, or yes/no/y/n/true/false in any case)."""
 
     name = "confirm"
-    description = (
-        "Ask the user to confirm before you go ahead with something, and wait for their yes or no."
-    )
+    description = "Ask the user yes or no before you go ahead with something."
     parameters = {
         "type": "object",
         "properties": {"question": dict(_QUESTION)},

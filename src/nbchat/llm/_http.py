@@ -1,28 +1,46 @@
 """The one place httpx meets nbchat: pooled clients, timeouts, retries, errors.
 
 Retries (connect errors, 429, 5xx) happen only before the first byte of an
-answer: once a stream has started, a failure is reported, never replayed.
+answer: once a stream has started, a failure is reported, never replayed. A
+5xx that says the request itself is wrong (llama-server answers HTTP 500 to a
+tool call it cannot parse) fails the same way every time, so it is not retried.
 """
 
 from __future__ import annotations
 
 import random
+import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import httpx
 
 from ..config import Settings
 from ..errors import (
     AuthenticationError,
+    ContextOverflow,
     LLMConnectError,
     LLMError,
     LLMTimeout,
     ModelNotFound,
+    OptionRejected,
     RateLimited,
     ServerError,
 )
+
+# What a server says when the request, not the server, is at fault.
+_REQUEST_FAULT = re.compile(
+    r"pars(e|ing)|invalid|validat|exceed|not supported|unsupported|schema|required|"
+    r"must be|too long|context",
+    re.IGNORECASE,
+)
+_OVERFLOW = re.compile(
+    r"context[ _](size|length|window)|exceed_context|maximum context|prompt is too long|"
+    r"too many tokens",
+    re.IGNORECASE,
+)
+_CONTEXT_SIZE = re.compile(r"context[\w\s]*?\(?([\d,]+)\s*tokens", re.IGNORECASE)
 
 _clients: dict[tuple[str, float, float], httpx.Client] = {}
 _clients_lock = threading.Lock()
@@ -58,6 +76,7 @@ def send(
     *,
     detail: Callable[[bytes], str],
     model: str | None = None,
+    options: Collection[str] = (),
     sleep: Callable[[float], None] = time.sleep,
 ) -> httpx.Response:
     """Send ``request`` (streamed) and return a 2xx response, retrying what may be retried.
@@ -95,8 +114,9 @@ def send(
                 return response
             body = response.read()
             response.close()
-            error = _status_error(settings, response, detail(body), model)
-            if not _retryable(response.status_code):
+            text = detail(body)
+            error = _status_error(settings, response, text, model, options)
+            if not _retryable(response.status_code, text):
                 raise error
             delay = _retry_after(response) or _backoff(attempt)
         remaining = deadline - time.monotonic()
@@ -105,14 +125,39 @@ def send(
         sleep(delay)
 
 
-def _retryable(status: int) -> bool:
-    return status == 429 or status >= 500
+def _retryable(status: int, detail: str) -> bool:
+    if status == 429 or status in (502, 503, 504):
+        return True
+    return status >= 500 and not _REQUEST_FAULT.search(detail)
 
 
 def _status_error(
-    settings: Settings, response: httpx.Response, detail: str, model: str | None
+    settings: Settings,
+    response: httpx.Response,
+    detail: str,
+    model: str | None,
+    options: Collection[str] = (),
 ) -> LLMError:
     url, status = settings.base_url, response.status_code
+    if status in (400, 413, 422, 500) and _OVERFLOW.search(detail):
+        size = _CONTEXT_SIZE.search(detail)
+        return ContextOverflow(
+            f"the conversation is longer than the model's context at {url} (HTTP {status}: "
+            f"{detail}); nbchat sends fewer earlier turns when it knows the context size: "
+            f"set NBCHAT_CONTEXT_SIZE, or start a new thread with %chat --new",
+            url=url,
+            status=status,
+            context_size=int(size.group(1).replace(",", "")) if size else None,
+        )
+    rejected = _rejected_option(status, detail, options)
+    if rejected:
+        return OptionRejected(
+            f"the model endpoint at {url} rejected the option {rejected} "
+            f"(HTTP {status}: {detail}); change or remove it",
+            url=url,
+            status=status,
+            option=rejected,
+        )
     if status in (401, 403):
         if settings.api_key:
             what = f"refused the API key from {settings.key_source}"
@@ -139,6 +184,13 @@ def _status_error(
         url=url,
         status=status,
     )
+
+
+def _rejected_option(status: int, detail: str, options: Collection[str]) -> str | None:
+    if status not in (400, 422) and not (status >= 500 and _REQUEST_FAULT.search(detail)):
+        return None
+    named = [o for o in options if re.search(rf"\b{re.escape(o)}\b", detail)]
+    return max(named, key=len) if named else None
 
 
 def _retry_after(response: httpx.Response) -> float | None:

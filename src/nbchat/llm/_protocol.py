@@ -7,7 +7,7 @@ and timeouts, so adding a provider is a small module, not a fork of the code.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -19,6 +19,7 @@ class Reply:
     """A whole, non-streamed model reply."""
 
     text: str = ""
+    reasoning: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage | None = None
     finish_reason: str | None = None
@@ -41,8 +42,9 @@ class Provider(Protocol):
         model: str,
         tools: Sequence[dict[str, Any]] | None,
         stream: bool,
+        options: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The JSON body of a chat request (messages in OpenAI format)."""
+        """The JSON body of a chat request (messages in OpenAI format, options mapped)."""
 
     def decode_stream(self, chunks: Iterable[bytes]) -> Iterator[ReplyEvent]:
         """Reply events from the raw body, raising on a malformed or cut-off stream."""

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx
 
 from ..config import Settings
-from ..errors import LLMError, LLMTimeout, MalformedStream, ModelNotFound, StreamCutOff
+from ..errors import (
+    EmptyAnswer,
+    LLMError,
+    LLMTimeout,
+    MalformedStream,
+    ModelNotFound,
+    StreamCutOff,
+)
 from ..events import ReplyEvent
 from ..policy import Policy
 from . import _http
@@ -19,6 +27,7 @@ from .openai import OpenAIProvider
 
 PROVIDERS: dict[str, type[Provider]] = {"openai": OpenAIProvider, "ollama": OllamaProvider}
 DEFAULT_MODELS = {"openai": "gpt-4o-mini"}
+OLLAMA_DEFAULT_CONTEXT = 4096  # what Ollama allots a model when nothing sets num_ctx
 
 
 class LLMClient:
@@ -33,6 +42,7 @@ class LLMClient:
         self.settings = settings.with_(base_url=forced) if forced else settings
         self.provider: Provider = PROVIDERS[settings.provider]()
         self._models: list[str] | None = None
+        self._context_sizes: dict[str, int | None] = {}
 
     def __repr__(self) -> str:
         return f"LLMClient({self.settings.provider}, {self.settings.base_url!r})"
@@ -75,15 +85,25 @@ class LLMClient:
         *,
         model: str,
         tools: Sequence[dict[str, Any]] | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> Iterator[ReplyEvent]:
-        """Reply events for one chat request, as they arrive."""
+        """Reply events for one chat request, as they arrive.
+
+        ``options`` (checked by :func:`nbchat.options.check_options`) are
+        mapped to the provider's request fields.
+        """
         model = Policy.from_env().model(model) or model
-        body = self.provider.chat_body(messages, model, tools, stream=True)
-        response = self._send("POST", self.provider.chat_path, body, model=model)
+        body = self.provider.chat_body(messages, model, tools, stream=True, options=options)
+        response = self._send("POST", self.provider.chat_path, body, model=model, options=options)
         try:
-            chunks = _raw(response, self.settings.base_url)
-            yield from self.provider.decode_stream(chunks)
-            _drain(chunks)
+            counted = _Counted(_raw(response, self.settings.base_url))
+            try:
+                yield from self.provider.decode_stream(counted)
+            except StreamCutOff as exc:
+                if counted.size:
+                    raise
+                raise self._empty_answer() from exc
+            _drain(counted)
         finally:
             response.close()
 
@@ -93,16 +113,84 @@ class LLMClient:
         *,
         model: str,
         tools: Sequence[dict[str, Any]] | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> Reply:
         """One whole chat reply, without streaming."""
         model = Policy.from_env().model(model) or model
-        body = self.provider.chat_body(messages, model, tools, stream=False)
-        response = self._send("POST", self.provider.chat_path, body, model=model)
+        body = self.provider.chat_body(messages, model, tools, stream=False, options=options)
+        response = self._send("POST", self.provider.chat_path, body, model=model, options=options)
         try:
-            data = _json(response.read(), self.settings.base_url)
+            raw = response.read()
         finally:
             response.close()
-        return self.provider.parse_reply(data)
+        if not raw.strip():
+            raise self._empty_answer()
+        return self.provider.parse_reply(_json(raw, self.settings.base_url))
+
+    def context_size(self, model: str, options: Mapping[str, Any] | None = None) -> int | None:
+        """The model's context window in tokens, or None when nothing tells.
+
+        ``NBCHAT_CONTEXT_SIZE`` (the ``context_size`` setting) wins; else an
+        Ollama ``num_ctx`` option; else the endpoint is asked once per model
+        (llama.cpp ``GET /props``, Ollama ``POST /api/show``).
+        """
+        if self.settings.context_size:
+            return self.settings.context_size
+        num_ctx = (options or {}).get("num_ctx")
+        if isinstance(num_ctx, int) and not isinstance(num_ctx, bool) and num_ctx > 0:
+            return num_ctx
+        if model not in self._context_sizes:
+            try:
+                self._context_sizes[model] = self._discover_context(model)
+            except LLMError:
+                self._context_sizes[model] = None
+        return self._context_sizes[model]
+
+    def learn_context_size(self, model: str, size: int) -> None:
+        """Remember a context size the endpoint revealed (e.g. in an overflow error)."""
+        if size > 0:
+            self._context_sizes[model] = size
+
+    def _discover_context(self, model: str) -> int | None:
+        if self.settings.provider == "ollama":
+            data = self._fetch("POST", "/api/show", {"model": model})
+            return _ollama_context(data)
+        root = re.sub(r"/v1/?$", "", self.settings.base_url.rstrip("/"))
+        data = self._fetch("GET", "/props", base=root)
+        settings = data.get("default_generation_settings") if isinstance(data, dict) else None
+        for where in (settings, data):
+            size = where.get("n_ctx") if isinstance(where, dict) else None
+            if isinstance(size, int) and size > 0:
+                return size
+        return None
+
+    def _fetch(
+        self, method: str, path: str, body: dict[str, Any] | None = None, *, base: str = ""
+    ) -> Any:
+        settings = self.settings
+        request = _http.pooled_client(settings).build_request(
+            method,
+            (base or settings.base_url.rstrip("/")) + path,
+            headers=_http.headers_for(settings),
+            content=None if body is None else json.dumps(body).encode(),
+        )
+        response = _http.send(
+            settings.with_(max_retries=0), request, detail=self.provider.error_detail
+        )
+        try:
+            return _json(response.read(), settings.base_url)
+        finally:
+            response.close()
+
+    def _empty_answer(self) -> EmptyAnswer:
+        url = self.settings.base_url
+        return EmptyAnswer(
+            f"the model endpoint at {url} accepted the question, then sent an empty answer; "
+            f"servers do this when the conversation does not fit the model's context or the "
+            f"server failed: set NBCHAT_CONTEXT_SIZE to the model's context so nbchat sends "
+            f"fewer earlier turns, start a new thread with %chat --new, or check the server's log",
+            url=url,
+        )
 
     def _send(
         self,
@@ -111,6 +199,7 @@ class LLMClient:
         body: dict[str, Any] | None = None,
         *,
         model: str | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> httpx.Response:
         settings = self.settings
         request = _http.pooled_client(settings).build_request(
@@ -122,7 +211,13 @@ class LLMClient:
         if body is not None:
             request.headers["Content-Type"] = "application/json"
         try:
-            return _http.send(settings, request, detail=self.provider.error_detail, model=model)
+            return _http.send(
+                settings,
+                request,
+                detail=self.provider.error_detail,
+                model=model,
+                options=tuple(options or ()),
+            )
         except ModelNotFound as exc:
             raise self._with_available(exc) from None
 
@@ -138,6 +233,34 @@ class LLMClient:
             model=exc.model,
             available=available,
         )
+
+
+class _Counted:
+    """Body chunks passed through, counting the bytes (an empty body is its own failure)."""
+
+    __slots__ = ("_chunks", "size")
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self.size = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._chunks:
+            self.size += len(chunk)
+            yield chunk
+
+
+def _ollama_context(data: Any) -> int | None:
+    """The context Ollama runs a model with: its ``num_ctx``, else the default, capped."""
+    if not isinstance(data, dict):
+        return None
+    trained = None
+    for key, value in (data.get("model_info") or {}).items():
+        if str(key).endswith(".context_length") and isinstance(value, int):
+            trained = value
+    match = re.search(r"^\s*num_ctx\s+(\d+)", str(data.get("parameters") or ""), re.MULTILINE)
+    size = int(match.group(1)) if match else OLLAMA_DEFAULT_CONTEXT
+    return min(size, trained) if trained else size
 
 
 def _raw(response: httpx.Response, url: str) -> Iterator[bytes]:
@@ -158,7 +281,7 @@ def _raw(response: httpx.Response, url: str) -> Iterator[bytes]:
         ) from exc
 
 
-def _drain(chunks: Iterator[bytes], limit: int = 65536) -> None:
+def _drain(chunks: Iterable[bytes], limit: int = 65536) -> None:
     """Read what follows the end marker (the body's last chunk) so the connection is reused."""
     seen = 0
     try:

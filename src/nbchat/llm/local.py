@@ -121,16 +121,19 @@ def jupyter_runtime_dir() -> Path:
 def local_available() -> bool:
     """Whether the local model can be served: the ``local`` extra and a model file.
 
-    True as soon as ``NBCHAT_LOCAL_MODEL`` is set, even to a missing file, so
-    that :func:`ensure_local_server` can say what is wrong with it; false when
-    it is ``off``.
+    True as soon as ``NBCHAT_LOCAL_MODEL`` is set, even to a missing file or
+    without the ``local`` extra, so that :func:`ensure_local_server` can say
+    what is wrong (the file, or "install nbchat[local]"); false when it is
+    ``off``.
     """
     configured = os.environ.get(ENV_LOCAL_MODEL, "").strip()
     if configured.lower() in LOCAL_MODEL_OFF:
         return False
+    if configured:
+        return True
     if not all(_module_installed(name) for name in _SERVER_MODULES):
         return False
-    return bool(configured) or _bundled_model() is not None
+    return _bundled_model() is not None
 
 
 def ensure_local_server(*, timeout: float = READY_TIMEOUT) -> LocalServer:
@@ -144,8 +147,8 @@ def ensure_local_server(*, timeout: float = READY_TIMEOUT) -> LocalServer:
         The server did not start within ``timeout`` seconds; the message names
         the log file and quotes its last lines.
     """
-    model_path, alias = _model_to_serve()
     _require_server_installed()
+    model_path, alias = _model_to_serve()
     files = _files_for(model_path, alias)
     server = _running(files)
     if server is not None:

@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..errors import MalformedStream, ServerError, StreamCutOff
 from ..events import (
+    ReasoningDelta,
     ReplyEvent,
     ReplyFinished,
-    TextDelta,
     ToolCall,
     ToolCallRequested,
     UsageReported,
 )
 from ._protocol import Reply, usage_from
 from ._sse import LineDecoder
+from ._think import ThinkSplitter, split_think
+
+# Request fields Ollama reads beside ``options``; every other option goes inside it.
+TOP_LEVEL = frozenset({"format", "keep_alive", "think"})
+RENAMED = {"max_tokens": "num_predict"}
 
 
 class OllamaProvider:
@@ -40,7 +45,13 @@ class OllamaProvider:
         model: str,
         tools: Sequence[dict[str, Any]] | None,
         stream: bool,
+        options: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
+        """Options go into Ollama's ``options`` (``max_tokens`` as ``num_predict``).
+
+        ``format``, ``keep_alive`` and ``think`` are request fields; Ollama has
+        no ``tool_choice``, so it is left out.
+        """
         body: dict[str, Any] = {
             "model": model,
             "messages": [_to_ollama(m, messages) for m in messages],
@@ -48,21 +59,35 @@ class OllamaProvider:
         }
         if tools:
             body["tools"] = list(tools)
+        inner: dict[str, Any] = {}
+        for key, value in (options or {}).items():
+            if key in TOP_LEVEL:
+                body[key] = value
+            elif key == "options" and isinstance(value, Mapping):
+                inner.update(value)
+            elif key != "tool_choice":
+                inner[RENAMED.get(key, key)] = value
+        if inner:
+            body["options"] = inner
         return body
 
     def decode_stream(self, chunks: Iterable[bytes]) -> Iterator[ReplyEvent]:
         decoder = LineDecoder()
+        think = ThinkSplitter()
         counter = 0
         for chunk in chunks:
             for line in decoder.feed(chunk):
                 obj = _loads(line)
                 message = obj.get("message") or {}
+                if message.get("thinking"):
+                    yield ReasoningDelta(message["thinking"])
                 if message.get("content"):
-                    yield TextDelta(message["content"])
+                    yield from think.feed(message["content"])
                 for call in message.get("tool_calls") or ():
                     counter += 1
                     yield ToolCallRequested(_call(call, counter))
                 if obj.get("done"):
+                    yield from think.close()
                     yield UsageReported(
                         usage_from(obj.get("prompt_eval_count"), obj.get("eval_count"))
                     )
@@ -80,8 +105,10 @@ class OllamaProvider:
             raise MalformedStream("Ollama's reply has no message")
         message = data["message"] or {}
         calls = tuple(_call(c, i) for i, c in enumerate(message.get("tool_calls") or (), 1))
+        text, reasoning = split_think(message.get("content") or "")
         return Reply(
-            text=message.get("content") or "",
+            text=text,
+            reasoning=str(message.get("thinking") or "") + reasoning,
             tool_calls=calls,
             usage=usage_from(data.get("prompt_eval_count"), data.get("eval_count")),
             finish_reason=data.get("done_reason"),

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import json.scanner
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..errors import MalformedStream, ServerError, StreamCutOff
 from ..events import (
+    ReasoningDelta,
     ReplyEvent,
     ReplyFinished,
     TextDelta,
@@ -23,6 +24,9 @@ from ..events import (
 )
 from ._protocol import Reply, usage_from
 from ._sse import SSEDecoder
+from ._think import ThinkSplitter, split_think
+
+REASONING_FIELDS = ("reasoning_content", "reasoning")  # vLLM/llama.cpp/DeepSeek; OpenRouter/Ollama
 
 
 class OpenAIProvider:
@@ -42,22 +46,29 @@ class OpenAIProvider:
         model: str,
         tools: Sequence[dict[str, Any]] | None,
         stream: bool,
+        options: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
+        """Options become body fields as they are (``max_tokens``, ``seed``, ``top_k``, …)."""
         body: dict[str, Any] = {"model": model, "messages": list(messages), "stream": stream}
         if stream:
             body["stream_options"] = {"include_usage": True}
         if tools:
             body["tools"] = list(tools)
+        for key, value in (options or {}).items():
+            if key not in body and not (key == "tool_choice" and not tools):
+                body[key] = value
         return body
 
     def decode_stream(self, chunks: Iterable[bytes]) -> Iterator[ReplyEvent]:
         decoder = SSEDecoder()
         calls = _ToolCallAssembler()
+        think = ThinkSplitter()
         finish: str | None = None
         loads = _loads
         for chunk in chunks:
             for payload in decoder.feed(chunk):
                 if payload == "[DONE]":
+                    yield from think.close()
                     yield from calls.flush()
                     yield ReplyFinished(finish)
                     return
@@ -66,13 +77,21 @@ class OpenAIProvider:
                 if choices:
                     choice = choices[0]
                     delta = choice.get("delta") or {}
+                    for name in REASONING_FIELDS:
+                        if delta.get(name):
+                            yield ReasoningDelta(delta[name])
+                            break
                     content = delta.get("content")
                     if content:
-                        yield TextDelta(content)
+                        if think.is_done:
+                            yield TextDelta(content)
+                        else:
+                            yield from think.feed(content)
                     if delta.get("tool_calls"):
                         calls.add(delta["tool_calls"])
                     if choice.get("finish_reason"):
                         finish = choice["finish_reason"]
+                        yield from think.close()
                         yield from calls.flush()
                 elif "error" in obj:
                     raise ServerError(f"the endpoint reported an error mid-stream: {_message(obj)}")
@@ -86,6 +105,7 @@ class OpenAIProvider:
                 "the answer stream ended before the endpoint said it was done; "
                 "the answer is incomplete — ask again"
             )
+        yield from think.close()
         yield from calls.flush()
         yield ReplyFinished(finish)
 
@@ -97,8 +117,14 @@ class OpenAIProvider:
             raise MalformedStream("the endpoint's reply has no choices[0].message") from None
         calls = tuple(ToolCall.from_dict(c) for c in message.get("tool_calls") or ())
         usage = data.get("usage") or {}
+        text, reasoning = split_think(message.get("content") or "")
+        for name in REASONING_FIELDS:
+            if message.get(name):
+                reasoning = str(message[name]) + reasoning
+                break
         return Reply(
-            text=message.get("content") or "",
+            text=text,
+            reasoning=reasoning,
             tool_calls=calls,
             usage=usage_from(usage.get("prompt_tokens"), usage.get("completion_tokens")),
             finish_reason=choice.get("finish_reason"),

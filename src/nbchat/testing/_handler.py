@@ -21,7 +21,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ._protocols import OLLAMA, OPENAI, Ollama, OpenAI, StreamPlan, dumps, ollama_name
+from ._protocols import (
+    OLLAMA,
+    OPENAI,
+    Ollama,
+    OpenAI,
+    StreamPlan,
+    count_prompt_tokens,
+    dumps,
+    ollama_name,
+)
 from ._script import Reply
 
 if TYPE_CHECKING:
@@ -166,6 +175,10 @@ class Handler(BaseHTTPRequestHandler):
             return self._send_json(200, OLLAMA.version())
         if request == ("GET", "/"):
             return self._send_bytes(200, "text/plain; charset=utf-8", b"Ollama is running")
+        if request == ("GET", "/props") and owner.context_size:
+            return self._send_json(200, OPENAI.props(owner.context_size))
+        if request == ("POST", "/api/show") and owner.context_size:
+            return self._send_json(200, OLLAMA.show(owner.context_size))
         return self._send_json(404, protocol.not_found(self.command, path))
 
     def _chat(self, protocol: Protocol, is_valid: bool) -> None:
@@ -178,6 +191,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._send_json(400, protocol.missing_model())
         if not _is_known(model, owner.models, protocol):
             return self._send_json(404, protocol.unknown_model(model))
+        prompt = count_prompt_tokens(body)
+        if protocol is OPENAI and owner.context_size and prompt > owner.context_size:
+            return self._send_json(400, OPENAI.overflow(prompt, owner.context_size))
         reply = owner._pick(body)
         if reply is not None and reply.status is not None:
             headers = {}
@@ -185,6 +201,8 @@ class Handler(BaseHTTPRequestHandler):
                 headers["Retry-After"] = _seconds(reply.retry_after)
             error = protocol.error(reply.status, reply.error_message)
             return self._send_json(reply.status, error, headers)
+        if reply is not None and reply.empty_body:
+            return self._send_bytes(200, "application/json", b"")
         answer = owner._answer(reply, body, model)
         if protocol.is_stream(body):
             self._stream(reply or _NO_FAULTS, protocol.stream(answer, body))

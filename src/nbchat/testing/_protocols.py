@@ -11,7 +11,7 @@ import hashlib
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from http import HTTPStatus
 from typing import Any
@@ -39,6 +39,9 @@ class Answer:
     finish_reason: str | None
     usage: bool
     prompt_tokens: int
+    reasoning: list[str] = field(default_factory=list)  # chunks of a separate thinking field
+    reasoning_field: str = "reasoning_content"
+    no_finish: bool = False
 
     @property
     def text(self) -> str:
@@ -46,7 +49,7 @@ class Answer:
 
     @property
     def completion_tokens(self) -> int:
-        return len(self.chunks) + len(self.tool_calls)
+        return len(self.reasoning) + len(self.chunks) + len(self.tool_calls)
 
 
 @dataclass(frozen=True)
@@ -119,12 +122,38 @@ class OpenAI:
     def models(self, models: Sequence[str]) -> Any:
         return {"object": "list", "data": [self.model_entry(m) for m in models]}
 
+    def props(self, context_size: int) -> Any:
+        """llama-server's ``GET /props``, the part clients read."""
+        return {
+            "default_generation_settings": {"n_ctx": context_size, "params": {}},
+            "total_slots": 1,
+            "model_path": "scripted.gguf",
+        }
+
+    def overflow(self, prompt_tokens: int, context_size: int) -> Any:
+        """llama-server's answer to a prompt longer than the context."""
+        message = (
+            f"request ({prompt_tokens} tokens) exceeds the available context size "
+            f"({context_size} tokens), try increasing it"
+        )
+        return {
+            "error": {
+                "code": 400,
+                "message": message,
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": prompt_tokens,
+                "n_ctx": context_size,
+            }
+        }
+
     def whole(self, answer: Answer) -> Any:
         message: dict[str, Any] = {
             "role": "assistant",
             "content": answer.text if answer.text or not answer.tool_calls else None,
             "refusal": None,
         }
+        if answer.reasoning:
+            message[answer.reasoning_field] = "".join(answer.reasoning)
         if answer.tool_calls:
             message["tool_calls"] = [
                 {
@@ -165,7 +194,9 @@ class OpenAI:
             choice = f'{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":{finish}}}'
             return f'{head}"choices":[{choice}]{tail}'.encode()
 
-        pieces = [event(f'{{"content":{dumps(chunk)}}}') for chunk in answer.chunks]
+        field_name = dumps(answer.reasoning_field)
+        pieces = [event(f"{{{field_name}:{dumps(chunk)}}}") for chunk in answer.reasoning]
+        pieces += [event(f'{{"content":{dumps(chunk)}}}') for chunk in answer.chunks]
         for index, (call_id, name, arguments) in enumerate(answer.tool_calls):
             start = {"index": index, "id": call_id, "type": "function"}
             start["function"] = {"name": name, "arguments": ""}
@@ -173,8 +204,8 @@ class OpenAI:
             for part in split_arguments(arguments_json(arguments)):
                 delta = {"tool_calls": [{"index": index, "function": {"arguments": part}}]}
                 pieces.append(event(dumps(delta)))
-        closing = event("{}", dumps(self._finish_reason(answer)))
-        if wants_usage and answer.usage:
+        closing = b"" if answer.no_finish else event("{}", dumps(self._finish_reason(answer)))
+        if wants_usage and answer.usage and not answer.no_finish:
             usage = dumps(self._usage(answer))
             closing += f'{head}"choices":[],"usage":{usage}}}\n\n'.encode()
         return StreamPlan(
@@ -260,8 +291,18 @@ class Ollama:
     def version(self) -> Any:
         return {"version": OLLAMA_VERSION}
 
+    def show(self, context_size: int) -> Any:
+        """``POST /api/show``: the model's trained context and its ``num_ctx`` parameter."""
+        return {
+            "parameters": f"num_ctx                        {context_size}",
+            "model_info": {"general.architecture": "llama", "llama.context_length": 8192},
+            "capabilities": ["completion", "tools"],
+        }
+
     def whole(self, answer: Answer) -> Any:
         message: dict[str, Any] = {"role": "assistant", "content": answer.text}
+        if answer.reasoning:
+            message["thinking"] = "".join(answer.reasoning)
         if answer.tool_calls:
             message["tool_calls"] = self._tool_calls(answer)
         return self._final(answer, message, _now())
@@ -270,7 +311,9 @@ class Ollama:
         created = _now()
         head = f'{{"model":{dumps(answer.model)},"created_at":{dumps(created)},'
         prefix = head + '"message":{"role":"assistant","content":'
-        pieces = [f'{prefix}{dumps(chunk)}}},"done":false}}\n'.encode() for chunk in answer.chunks]
+        thinking = head + '"message":{"role":"assistant","content":"","thinking":'
+        pieces = [f'{thinking}{dumps(c)}}},"done":false}}\n'.encode() for c in answer.reasoning]
+        pieces += [f'{prefix}{dumps(c)}}},"done":false}}\n'.encode() for c in answer.chunks]
         if answer.tool_calls:
             message = {"role": "assistant", "content": "", "tool_calls": self._tool_calls(answer)}
             pieces.append(f'{head}"message":{dumps(message)},"done":false}}\n'.encode())

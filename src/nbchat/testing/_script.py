@@ -14,6 +14,7 @@ Arguments = dict[str, Any] | str
 When = Union[None, str, "re.Pattern[str]", Callable[[Body], bool]]
 
 PARAGRAPH_TOKENS = 50
+REASONING_FORMS = ("reasoning_content", "reasoning", "think")
 _WORDISH = re.compile(r"\S+\s*|\s+")
 
 
@@ -50,7 +51,19 @@ class Reply:
     usage
         Report token usage (OpenAI streams only when the request asks for it).
     finish_reason
-        Overrides ``"stop"`` / ``"tool_calls"``.
+        Overrides ``"stop"`` / ``"tool_calls"`` (e.g. ``"length"``, as a server
+        says when ``max_tokens`` cut the answer).
+    reasoning, reasoning_as
+        Thinking streamed before the answer, word by word: in the OpenAI delta
+        field ``reasoning_as`` names (``"reasoning_content"``, the default, as
+        llama.cpp and vLLM send it, or ``"reasoning"``) and in Ollama's
+        ``thinking``; or, with ``reasoning_as="think"``, inline in the content
+        as ``<think>…</think>``.
+    no_finish
+        End an OpenAI stream with ``data: [DONE]`` and no finish reason (what
+        llama-cpp-python does when another request interrupts it).
+    empty_body
+        Answer 200 with the headers and then an empty body.
     """
 
     text: str = ""
@@ -72,6 +85,10 @@ class Reply:
     stall: float = 30.0
     usage: bool = True
     finish_reason: str | None = None
+    reasoning: str = ""
+    reasoning_as: str = "reasoning_content"
+    no_finish: bool = False
+    empty_body: bool = False
 
     def __post_init__(self) -> None:
         calls = tuple(_tool_call(call) for call in self.tool_calls)
@@ -165,6 +182,10 @@ def _validate(reply: Reply) -> None:
         raise ValueError(f"Reply chunk_size must be at least 1, got {reply.chunk_size!r}")
     if reply.status is not None and not 400 <= reply.status <= 599:
         raise ValueError(f"Reply status must be an HTTP error status (400-599), got {reply.status}")
+    if reply.reasoning_as not in REASONING_FORMS:
+        raise ValueError(
+            f"Reply reasoning_as must be one of {REASONING_FORMS}, got {reply.reasoning_as!r}"
+        )
     if reply.delay < 0 or reply.stall < 0:
         raise ValueError("Reply delay and stall must not be negative")
 

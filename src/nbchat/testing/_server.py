@@ -10,9 +10,11 @@ from typing import Any, TypeVar
 from ._demo import default_answer
 from ._handler import CHAT_PATHS, Handler, HTTPServer
 from ._protocols import Answer, count_prompt_tokens
-from ._script import Body, Reply
+from ._script import Body, Reply, split_words
 
 DEFAULT_MODELS = ("nbchat-demo", "scripted-small", "scripted-large")
+# Body fields that are not generation options (the rest are, on the OpenAI wire).
+_NOT_OPTIONS = frozenset({"model", "messages", "stream", "stream_options", "tools"})
 
 T = TypeVar("T")
 
@@ -46,6 +48,21 @@ class RecordedRequest:
         """Whether this is a chat request (either protocol)."""
         return self.path.split("?", 1)[0] in CHAT_PATHS
 
+    @property
+    def options(self) -> dict[str, Any]:
+        """The generation options the request carried, as the wire spelled them.
+
+        OpenAI: every body field but model, messages, stream, stream_options
+        and tools (``max_tokens``, ``temperature``, ``seed``, ``tool_choice``, …).
+        Ollama: its ``options`` object plus ``format``, ``keep_alive``, ``think``.
+        """
+        body = self.body if isinstance(self.body, dict) else {}
+        if self.protocol == "ollama":
+            found = dict(body.get("options") or {})
+            found.update({k: body[k] for k in ("format", "keep_alive", "think") if k in body})
+            return found
+        return {k: v for k, v in body.items() if k not in _NOT_OPTIONS}
+
 
 @dataclass
 class _Rule:
@@ -74,6 +91,11 @@ class ScriptedServer:
         Empty accepts every model name.
     api_key
         When set, every request must carry ``Authorization: Bearer <api_key>``.
+    context_size
+        When set, the model's context in tokens: reported by ``GET /props``
+        (llama.cpp) and ``POST /api/show`` (Ollama), and an OpenAI chat request
+        whose prompt (counted in words) is longer gets llama-server's HTTP 400
+        ``exceed_context_size_error``.
 
     >>> with ScriptedServer(Reply("Hi!")) as server:
     ...     server.url.startswith("http://127.0.0.1:")
@@ -87,8 +109,10 @@ class ScriptedServer:
         port: int = 0,
         models: Iterable[str] = DEFAULT_MODELS,
         api_key: str | None = None,
+        context_size: int | None = None,
     ) -> None:
         self.host = host
+        self.context_size = context_size
         self.port = port
         self.models = tuple(models)
         self.api_key = api_key
@@ -256,14 +280,22 @@ class ScriptedServer:
             (f"call_{first + i}", name, arguments)
             for i, (name, arguments) in enumerate(reply.tool_calls)
         ]
+        chunks = reply.content_chunks()
+        reasoning = split_words(reply.reasoning)
+        if reasoning and reply.reasoning_as == "think":
+            chunks = ["<think>", *reasoning, "</think>\n\n", *chunks]
+            reasoning = []
         return Answer(
             response_id=response_id,
             model=model,
-            chunks=reply.content_chunks(),
+            chunks=chunks,
             tool_calls=calls,
             finish_reason=reply.finish_reason,
             usage=reply.usage,
             prompt_tokens=count_prompt_tokens(body),
+            reasoning=reasoning,
+            reasoning_field=reply.reasoning_as,
+            no_finish=reply.no_finish,
         )
 
 
