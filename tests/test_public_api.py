@@ -45,7 +45,8 @@ def test_every_chat_option_is_documented_in_the_help():
     doc = ChatMagics.chat_magic.__doc__
     for option in ("--thread", "--new", "--model", "--system", "--history", "--no-stream",
                    "--no-interpolate", "--code", "--error", "--list", "--show", "--use",
-                   "--rename", "--delete", "--export", "--models", "--panel", "--answer"):
+                   "--rename", "--delete", "--export", "--models", "--panel", "--answer",
+                   "--fix", "--figure", "--context-budget", "--agent"):
         assert option in doc, option
     assert "Examples::" in doc and "%%chat" in doc and "%config ChatMagics" in doc
 

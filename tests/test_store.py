@@ -694,3 +694,17 @@ def test_a_turn_keeps_its_options_ending_and_thinking(store: Store) -> None:
     )  # fmt: skip
     with pytest.raises(InputError, match="options"):
         store.update_turn(tid, index, options=["max_tokens"])
+
+
+def test_the_objects_attached_to_a_question_are_kept_with_its_turn(store: Store) -> None:
+    from nbchat.context import ContextImage, ContextItem
+
+    tid = store.new_thread("m")
+    items = [
+        ContextItem("df", "DataFrame 2×1", "pandas DataFrame: 2 rows × 1 columns"),
+        ContextItem("fig", "Figure 1 axes", "a figure", ContextImage("image/png", "iVBO", 4, 3)),
+    ]
+    index = store.start_turn(tid, "Why?", context=items)
+    assert store.get(tid).turns[index].context == items
+    plain = store.start_turn(tid, "And?")
+    assert store.get(tid).turns[plain].context == []

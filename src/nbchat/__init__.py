@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._code_tool import RunCode
 from .chat import LLM, Answer, Chat
+from .context import ContextItem, describe
 from .errors import (
     AlreadyAnswered,
     AuthenticationError,
@@ -63,6 +65,7 @@ __all__ = [
     "ClientTool",
     "ConfigError",
     "Confirm",
+    "ContextItem",
     "ContextOverflow",
     "EmptyAnswer",
     "InputError",
@@ -83,6 +86,7 @@ __all__ = [
     "Prompt",
     "RateLimited",
     "Requirement",
+    "RunCode",
     "SearchHit",
     "ServerError",
     "Store",
@@ -99,7 +103,9 @@ __all__ = [
     "ToolError",
     "ToolRequirementsNotMet",
     "TurnInterrupted",
+    "describe",
     "load_ipython_extension",
+    "notebook_tools",
     "open_store",
     "panel",
     "tool",
@@ -128,6 +134,20 @@ def unload_ipython_extension(ipython: Any) -> None:
     from .magics import unload
 
     unload(ipython)
+
+
+def notebook_tools(shell: Any = None, *, approval: str = "always") -> list[Any]:
+    """Tools that let the model look at this notebook and, after your yes, run code in it.
+
+    ``list_variables``, ``describe(name)``, ``read_cell(n)`` and ``last_error``
+    only read; ``run_code(code)`` waits for Run, Edit or Reject unless the
+    ``approval`` policy (``"always"``, ``"risky"``, ``"never-ask"``; capped by
+    ``NBCHAT_MAX_APPROVAL``) lets the code run. Use as
+    ``Chat(tools=nbchat.notebook_tools())`` in a notebook.
+    """
+    from ._notebook import notebook_tools as make
+
+    return make(shell, approval=approval)
 
 
 def panel(*, side: bool = False, **kwargs: Any) -> Any:

@@ -41,7 +41,7 @@ try:
 except ImportError:  # pragma: no cover - reported by Database.open
     psycopg = None  # type: ignore[assignment]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 CONNECT_TIMEOUT = 10.0
 POOL_SIZE = 4  # a kernel rarely runs more than two operations at once
 MARK = "\ue000"
@@ -116,6 +116,10 @@ MIGRATIONS: tuple[str, ...] = (
         ADD COLUMN options jsonb,
         ADD COLUMN finish_reason text,
         ADD COLUMN reasoning text NOT NULL DEFAULT '';
+    """,
+    # 3: the objects attached to a question (notebook context).
+    """
+    ALTER TABLE nbchat_turns ADD COLUMN context jsonb NOT NULL DEFAULT '[]';
     """,
 )
 

@@ -247,6 +247,8 @@ class ToolPrompt(widgets.VBox):
         self.question = prompt.question or call.tool
         self.buttons: tuple[widgets.Button, ...] = ()
         self.text_box: widgets.Textarea | None = None
+        self.editor: widgets.Textarea | None = None  # code prompts: the code, once Edit is hit
+        self.reason_box: widgets.Text | None = None  # code prompts: why Reject
         self.submit_button: widgets.Button | None = None
         self._error, self._status = "", ""
         self._error_html = widgets.HTML()
@@ -343,6 +345,8 @@ class ToolPrompt(widgets.VBox):
             children.append(self._choice_controls(list(prompt.options)))
         elif self.kind == "confirm":
             children.append(self._confirm_controls())
+        elif self.kind == "code":
+            children.append(self._code_controls(str(prompt.extra.get("code", ""))))
         else:
             children.append(self._text_controls(prompt.placeholder))
         return [*children, self._error_html, self._status_html]
@@ -371,7 +375,43 @@ class ToolPrompt(widgets.VBox):
             [self.text_box, self.submit_button], layout=widgets.Layout(align_items="flex-start")
         )
 
+    def _code_controls(self, code: str) -> widgets.Widget:
+        """Run / Edit / Reject for code the model wants to run; Edit opens an editor."""
+        run, edit = _button("Run", icon="play", button_style="primary"), _button("Edit")
+        reject = _button("Reject", icon="times")
+        self.reason_box = widgets.Text(placeholder="why not (optional)")
+        self.editor = widgets.Textarea(
+            code, rows=min(20, code.count("\n") + 2),
+            layout=widgets.Layout(width="min(100%, 48em)", display="none"),
+        )  # fmt: skip
+        self.run_edited = _button("Run edited", icon="play", button_style="primary")
+        self.run_edited.layout.display = "none"
+        self.run_edited.layout.width = "fit-content"
+        run.on_click(self._on_run_button_click)
+        edit.on_click(self._on_edit_button_click)
+        reject.on_click(self._on_reject_button_click)
+        self.run_edited.on_click(self._on_run_edited_button_click)
+        self.buttons = (run, edit, reject, self.run_edited)
+        row = widgets.HBox([run, edit, reject, self.reason_box])
+        return widgets.VBox([row, self.editor, self.run_edited])
+
     # -- events ------------------------------------------------------------------
+    def _on_run_button_click(self, _: widgets.Button) -> None:
+        self.submit("run")
+
+    def _on_edit_button_click(self, _: widgets.Button) -> None:
+        assert self.editor is not None
+        self.editor.layout.display = ""
+        self.run_edited.layout.display = ""
+
+    def _on_run_edited_button_click(self, _: widgets.Button) -> None:
+        assert self.editor is not None
+        self.submit({"action": "edit", "code": self.editor.value})
+
+    def _on_reject_button_click(self, _: widgets.Button) -> None:
+        assert self.reason_box is not None
+        self.submit({"action": "reject", "reason": self.reason_box.value})
+
     def _on_option_button_click(self, button: widgets.Button) -> None:
         self.submit(button.description)
 
@@ -404,6 +444,9 @@ class ToolPrompt(widgets.VBox):
             button.disabled = True
             if _matches(button, value):
                 button.button_style, button.icon = "success", "check"
+        for box in (self.editor, self.reason_box):
+            if box is not None:
+                box.disabled = True
         if self.text_box is not None:
             self.text_box.disabled = True
             if value is not None:
@@ -419,12 +462,25 @@ def _button(description: str, **kwargs: Any) -> widgets.Button:
 
 
 def _matches(button: widgets.Button, value: object) -> bool:
+    if isinstance(value, dict):  # a code answer: {"action": "edit" | "reject", ...}
+        return button.description == {"edit": "Run edited", "reject": "Reject"}.get(
+            str(value.get("action")), ""
+        )
+    if value == "run":
+        return button.description == "Run"
     if isinstance(value, bool):
         return button.description == ("Yes" if value else "No")
     return isinstance(value, str) and button.description == value.strip()
 
 
 def _shown(value: object) -> str:
+    if isinstance(value, dict):
+        action, reason = value.get("action"), value.get("reason")
+        return {"edit": "ran the edited code", "reject": "rejected"}.get(str(action), "") + (
+            f": {reason}" if reason else ""
+        )
+    if value == "run":
+        return "ran"
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value).strip()

@@ -199,7 +199,11 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
             if checked.error is not None:  # the raw arguments stay in the error, for the record
                 result: ToolResult | None = ToolResult(call, checked.error, is_error=True)
             else:
-                result = _handle_call(spec, call, pending)
+                try:
+                    result = _handle_call(spec, call, pending)
+                except KeyboardInterrupt:  # a tool was running (code, say): the turn stops too
+                    finish("interrupted")
+                    raise
             if result is not None:
                 spec.messages.append(
                     {
@@ -245,6 +249,10 @@ def _handle_call(spec: TurnSpec, call: ToolCall, pending: list[PendingCall]) -> 
         assert isinstance(tool, ClientTool)
         arguments = tool.parse_arguments(call.arguments)
         tool.check_requirements(spec.tool_context, arguments)
+        automatic = tool.auto_response(arguments)
+        if automatic is not None:
+            answer = tool.parse_response(arguments, automatic)
+            return ToolResult(call, tool.get_tool_output(arguments, answer))
         prompt = Prompt.from_dict(tool.prompt(arguments), default_question=call.name)
     except ToolError as error:  # bad arguments, unmet requirements, unknown tool
         return ToolResult(call, f"error: {error}", is_error=True)

@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from .context import context_line
 from .store import SearchHit, Thread, ThreadInfo, Turn
 
 _STATUS_NOTES = {
@@ -79,6 +80,8 @@ def thread_markdown(thread: Thread) -> str:
         parts.append(f"**Built-in tools:** {'on' if settings['builtin_tools'] else 'off'}")
     for turn in thread.turns:
         parts.append(f"**You:** {turn.query}")
+        if turn.context:
+            parts.append(f"_{_inline(context_line(turn.context))}_")
         if turn.reasoning:
             parts.append(reasoning_block(turn.reasoning, done=True))
         parts.append(answer_markdown(turn) or "_(no answer)_")
@@ -98,7 +101,8 @@ def thread_notebook(thread: Thread) -> dict[str, Any]:
     """A thread as an nbformat 4.5 notebook: one Markdown cell per query and per answer."""
     cells = [_cell(f"# {thread.title or 'Untitled'}", thread.id, None, "title")]
     for index, turn in enumerate(thread.turns):
-        cells.append(_cell(f"**You:** {turn.query}", thread.id, index, "user"))
+        shown = f"\n\n_{_inline(context_line(turn.context))}_" if turn.context else ""
+        cells.append(_cell(f"**You:** {turn.query}{shown}", thread.id, index, "user"))
         cells.append(_cell(answer_markdown(turn) or "_(no answer)_", thread.id, index, "assistant"))
     return {
         "cells": cells,

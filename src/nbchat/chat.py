@@ -29,6 +29,7 @@ from ._endings import fit_history, refit_history
 from ._titles import clean_title
 from ._turn import NullRecorder, TurnSpec, run_turn
 from .config import ENV_TOOLLESS_MODELS, Settings, resolve
+from .context import as_items
 from .errors import (
     AlreadyAnswered,
     InputError,
@@ -59,6 +60,7 @@ from .records import AnsweredCall, PendingCall
 from .store import SearchHit, Store, Thread, ThreadInfo, Turn, open_store
 from .tools import BUILTIN_CLIENT_TOOLS, ClientTool, Toolbox, ToolContext
 
+ACTING_OUTPUT = "(the answer was accepted; its result is being computed)"
 TITLE_PROMPT = (
     "You name conversations. When asked, write a conversation title of 3 to 5 words "
     "that says what the conversation is about."
@@ -372,6 +374,7 @@ class _Engine:
         model: str | None,
         update: bool,
         options: Mapping[str, Any] | None = None,
+        attached: Iterable[Any] = (),
     ) -> Answer:
         _check_text(question, "question")
         if not isinstance(history, ChatHistory):
@@ -380,7 +383,7 @@ class _Engine:
                 f"build one with nbchat.ChatHistory()"
             )
         context = history.copy()
-        context.chat_as_user(question)
+        context.chat_as_user(question, context=as_items(attached))
         model = model or self.llm.default_model()
         spec = self._spec(
             context, model, self._options(check_options(options)), self._offered(model),
@@ -585,13 +588,20 @@ class Chat(_Engine):
         *,
         model: str | None = None,
         options: Mapping[str, Any] | None = None,
+        context: Any = (),
     ) -> Answer:
         """Save the query, stream the answer, append it; the Answer (raises if the turn failed).
 
         ``options`` (``{"max_tokens": 300, "seed": 1}``) apply to this call, over the
-        thread's and the session's; they are saved with the turn.
+        thread's and the session's; they are saved with the turn. ``context``
+        attaches objects to the question, sent apart from its text and kept with
+        the turn: :class:`~nbchat.context.ContextItem` objects, ``(name, object)``
+        pairs or a ``{name: object}`` dict (each described with
+        :func:`nbchat.context.describe`).
         """
-        return self.iter_ask(thread_id, query, model=model, options=options).result()
+        return self.iter_ask(
+            thread_id, query, model=model, options=options, context=context
+        ).result()
 
     def iter_ask(
         self,
@@ -600,6 +610,7 @@ class Chat(_Engine):
         *,
         model: str | None = None,
         options: Mapping[str, Any] | None = None,
+        context: Any = (),
     ) -> Answer:
         """Like :meth:`ask`, as a stream of events. The query is saved before this returns.
 
@@ -612,11 +623,12 @@ class Chat(_Engine):
         thread = self.store.get(thread_id)
         model = Policy.from_env().model(model or thread.model) or thread.model  # before saving
         abandoned = self._abandon_pending(thread)
-        turn = self.store.start_turn(thread_id, query, model=model)
+        items = as_items(context)
+        turn = self.store.start_turn(thread_id, query, model=model, context=items)
         chosen = self._options(_thread_options(thread), call_options)
         self.store.update_turn(thread_id, turn, options=chosen)
         history = self._thread_history(thread, upto=len(thread.turns))
-        history.chat_as_user(query)
+        history.chat_as_user(query, context=items)
         events = self._run(thread, turn, history, model, chosen)
         return Answer.streaming(_chain([ToolCallAbandoned(call) for call in abandoned], events))
 
@@ -640,7 +652,7 @@ class Chat(_Engine):
             pending=[],
         )  # fmt: skip
         history = self._thread_history(thread, upto=last)
-        history.chat_as_user(thread.turns[last].query)
+        history.chat_as_user(thread.turns[last].query, context=thread.turns[last].context)
         model = thread.turns[last].model or thread.model
         options = _turn_options(thread, thread.turns[last], self)
         events = self._run(thread, last, history, model, options, messages=messages, text=text)
@@ -654,12 +666,16 @@ class Chat(_Engine):
         *,
         update: bool = False,
         options: Mapping[str, Any] | None = None,
+        context: Any = (),
     ) -> Answer:
         """Ask with ``history`` as the context for this one request; no thread is touched.
 
-        The history is left as it was unless ``update`` is true.
+        The history is left as it was unless ``update`` is true. ``context``
+        attaches objects to the question, as in :meth:`ask`.
         """
-        return self._history_turn(question, history, model, update, options).result()
+        return self._history_turn(
+            question, history, model, update, options, context
+        ).result()
 
     def iter_ask_with_history(
         self,
@@ -669,9 +685,10 @@ class Chat(_Engine):
         *,
         update: bool = False,
         options: Mapping[str, Any] | None = None,
+        context: Any = (),
     ) -> Answer:
         """:meth:`ask_with_history` as a stream of events."""
-        return self._history_turn(question, history, model, update, options)
+        return self._history_turn(question, history, model, update, options, context)
 
     # -- client tools ----------------------------------------------------------
     def pending_calls(self, thread_id: int | None = None) -> list[PendingCall]:
@@ -715,24 +732,48 @@ class Chat(_Engine):
         context = ToolContext(self.user, thread.user, self.permissions, thread_id)
         tool.check_requirements(context, call.arguments)
         answer = tool.parse_response(call.arguments, response)
-        output = tool.get_tool_output(call.arguments, answer)
+        acts = tool.acts_on_answer  # its output has effects: act only once the claim is won
+        output = ACTING_OUTPUT if acts else tool.get_tool_output(call.arguments, answer)
         record = AnsweredCall(
             call.call_id, call.tool, call.prompt.question, answer, self.user, time.time()
         )
         turn = self.store.claim_call(
             thread_id, call.turn, call.call_id, output=output, answer=record
         )
+        if acts:
+            output, turn = self._act_on_answer(call, tool, answer)
         result = ToolResult(call.call, output)
         if turn.status == "suspended":
             finished = TurnFinished(thread_id, call.turn, turn.answer, "suspended", thread.model)
             return Answer.streaming(iter([result, *map(ToolCallPending, turn.pending), finished]))
         history = self._thread_history(thread, upto=call.turn)
-        history.chat_as_user(turn.query)
+        history.chat_as_user(turn.query, context=turn.context)
         events = self._run(
             thread, call.turn, history, turn.model or thread.model,
             _turn_options(thread, turn, self), messages=turn.messages, text=turn.answer,
         )  # fmt: skip
         return Answer.streaming(_chain([result], events))
+
+    def _act_on_answer(
+        self, call: PendingCall, tool: ClientTool, answer: object
+    ) -> tuple[str, Turn]:
+        """Compute a claimed answer's output (it runs code, say) and put it in the turn."""
+        try:
+            output = tool.get_tool_output(call.arguments, answer)
+        except KeyboardInterrupt:
+            turn = self._set_tool_output(call, "The user interrupted the run; it did not finish.")
+            if turn.status == "streaming":
+                self.store.update_turn(call.thread_id, call.turn, status="interrupted")
+            raise
+        return output, self._set_tool_output(call, output)
+
+    def _set_tool_output(self, call: PendingCall, output: str) -> Turn:
+        turn = self.store.get(call.thread_id).turns[call.turn]
+        messages = [
+            {**m, "content": output} if m.get("tool_call_id") == call.call_id else m
+            for m in turn.messages
+        ]
+        return self.store.update_turn(call.thread_id, call.turn, messages=messages)
 
     def wait_for_titles(self, timeout: float | None = None) -> bool:
         """Wait until the titles this Chat is generating are saved; False on timeout."""
@@ -792,7 +833,7 @@ class Chat(_Engine):
         for turn in thread.turns[:upto]:
             if turn.status == "failed" and not turn.answer:
                 continue
-            history.chat_as_user(turn.query)
+            history.chat_as_user(turn.query, context=turn.context)
             for message in _closed(turn):
                 history.append(message)
         if clean:

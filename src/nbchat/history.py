@@ -17,14 +17,16 @@ only when asked: ``clean=True`` on the add methods, or :meth:`ChatHistory.clean`
 from __future__ import annotations
 
 import enum
+import html
 import json
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol, get_args, overload, runtime_checkable
 
 from .config import ENV_HISTORY_LIMIT, parse_history_limit
+from .context import ContextItem, context_line
 from .errors import InputError
 from .events import ToolCall
 
@@ -41,6 +43,8 @@ class Message:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
+    context: tuple[ContextItem, ...] = field(default=(), repr=False)
+    """Objects attached to a user question (sent apart from its text)."""
 
     def __post_init__(self) -> None:
         if self.role == "system":
@@ -55,6 +59,9 @@ class Message:
                 f"{self.role} message content must be a string, got {type(self.content).__name__}"
             )
         object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        object.__setattr__(self, "context", tuple(map(ContextItem.from_dict, self.context)))
+        if self.context and self.role != "user":
+            raise InputError(f"context belongs to user messages, not {self.role} messages")
         self._check_tool_fields()
 
     def _check_tool_fields(self) -> None:
@@ -79,6 +86,8 @@ class Message:
             data["tool_call_id"] = self.tool_call_id
         if self.name is not None:
             data["name"] = self.name
+        if self.context:
+            data["context"] = [item.to_dict() for item in self.context]
         return data
 
     @classmethod
@@ -99,6 +108,7 @@ class Message:
             tool_calls=tuple(calls),
             tool_call_id=data.get("tool_call_id"),
             name=data.get("name"),
+            context=tuple(data.get("context") or ()),
         )
 
 
@@ -261,9 +271,11 @@ class ChatHistory:
     def _strategy_name(self) -> str | None:
         return next((n for n, s in STRATEGIES.items() if s == self._strategy), None)
 
-    def chat_as_user(self, message: str, clean: bool = False) -> None:
-        """Add a user message; with ``clean``, then apply the cleanup strategy."""
-        self.append(Message("user", message))
+    def chat_as_user(
+        self, message: str, clean: bool = False, *, context: Iterable[ContextItem] = ()
+    ) -> None:
+        """Add a user message, with objects attached as ``context``; ``clean``: then clean."""
+        self.append(Message("user", message, context=tuple(context)))
         if clean:
             self.clean()
 
@@ -491,6 +503,8 @@ def _render(message: Message) -> list[str]:
     label = "**You**" if message.role == "user" else "**Assistant**"
     body = [_collapse(message.content, message.content)] if message.content else []
     calls = [f"Tool call: {_code(_signature(call))}" for call in message.tool_calls]
+    if message.context:
+        calls.append(f"*{html.escape(context_line(message.context))}*")
     return [label, *(body + calls or [_EMPTY])]
 
 

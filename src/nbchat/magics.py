@@ -20,7 +20,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, argument_group, magic_arguments
 from IPython.display import display
-from traitlets import Bool, CaselessStrEnum, Dict, Float, List, Unicode
+from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode
 
 from ._interpolate import interpolate, resolve
 from ._magic_syntax import protect_chat_questions, split_options
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ChatMagics", "load", "protect_chat_questions", "unload"]
 
+NOTEBOOK_TOOLS = ("run_code",)
 COMMANDS = (
     "list", "show", "use", "rename", "delete", "models", "export", "panel", "answer", "retry",
     "search",
@@ -43,6 +44,8 @@ ERROR_PROMPT = (
     "wrong and how to fix it.\n\n```\n{traceback}\n```"
 )
 MAX_TRACEBACK_CHARS = 8000
+FIX_QUESTION = "Why does this fail, and how do I fix it?"
+FIX_REQUEST = "Give the whole corrected cell as one ```python code block."
 CONTINUE_QUESTION = (
     "Continue your previous answer exactly where it stopped, without repeating any of it."
 )
@@ -97,16 +100,68 @@ class ChatMagics(Magics):
     max_updates_per_second = Float(
         10.0, help="At most this many live display updates a second (fewer for long answers)."
     ).tag(config=True)
+    agent = Bool(
+        False,
+        help="Offer the notebook tools to every question, as --agent does: the model may list "
+        "variables, describe them, read cells and the last error, and run code after your yes.",
+    ).tag(config=True)
+    approval = Unicode(
+        "always",
+        help="When code the model wants to run needs your yes: 'always', 'risky' (only code "
+        "that may touch files, network or processes) or 'never-ask'. NBCHAT_MAX_APPROVAL caps it.",
+    ).tag(config=True)
+    context_budget = Int(
+        2000, help="Tokens each @name (or --figure, --fix) description may take at most."
+    ).tag(config=True)
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
         self.thread_id: int | None = None
         self._chat: Chat | None = None
         self._chat_key: tuple[Any, ...] | None = None
+        self._agent_chat: tuple[tuple[Any, ...], Chat] | None = None
+        self._agent_tools: tuple[str, list[Any]] | None = None
+        self._use_agent = False
 
     @property
     def chat(self) -> Chat:
-        """The Chat these magics use, rebuilt when a setting or NBCHAT_* variable changes."""
+        """The Chat these magics use, rebuilt when a setting or NBCHAT_* variable changes.
+
+        While an ``--agent`` question (or an answer to its ``run_code``) runs,
+        it is a second Chat that also offers the notebook tools.
+        """
+        if self._use_agent:
+            return self._chat_with_notebook_tools()
+        return self._plain_chat()
+
+    def _chat_with_notebook_tools(self) -> Chat:
+        from .chat import Chat
+
+        base = self._plain_chat()
+        key = (id(base), self.approval, tuple(map(id, self._user_tools())))
+        if self._agent_chat is None or self._agent_chat[0] != key:
+            chat = Chat(
+                model=self.model or None,
+                base_url=self.base_url or None,
+                provider=self.provider or None,
+                store=base.store,
+                tools=[*self._user_tools(), *self._notebook_tools()],
+                permissions=self.permissions,
+            )
+            chat._llm = base._llm  # one endpoint client (and one fallback notice) for both
+            self._agent_chat = (key, chat)
+        return self._agent_chat[1]
+
+    def _notebook_tools(self) -> list[Any]:
+        """The notebook tools for the current approval policy (made once per policy)."""
+        if self._agent_tools is None or self._agent_tools[0] != self.approval:
+            from ._notebook import notebook_tools, show_run
+
+            tools = notebook_tools(self.shell, approval=self.approval, on_run=show_run)
+            self._agent_tools = (self.approval, tools)
+        return self._agent_tools[1]
+
+    def _plain_chat(self) -> Chat:
         tools = self._user_tools()
         options = check_options(self.options, source="ChatMagics.options")
         key = (self.model, self.base_url, self.provider, self.store, self.user, _environment(),
@@ -159,6 +214,16 @@ class ChatMagics(Magics):
               help="Ask about the last exception of this session (with its traceback).")
     @argument("--continue", dest="continue_", action="store_true",
               help="Ask the model to go on with its last answer (one cut at the token limit).")
+    @argument_group("Context")
+    @argument("--fix", action="store_true",
+              help="Attach the last exception, its traceback and the failing cell; the "
+                   "answer's code goes into a new cell below.")
+    @argument("--figure", action="store_true", help="Attach the last figure as an image.")
+    @argument("--context-budget", type=int, metavar="TOKENS",
+              help="At most this many tokens for each @name description (default 2000).")
+    @argument("--agent", action="store_true",
+              help="Let the model look at the notebook (variables, cells, last error) and run "
+                   "code once you say yes.")
     @argument_group("Generation (for this question; --set saves them in the thread)")
     @argument("--max-tokens", type=int, metavar="N", help="Stop the answer after N tokens.")
     @argument("--temperature", type=float, metavar="T", help="Sampling temperature (0-2).")
@@ -211,18 +276,24 @@ class ChatMagics(Magics):
           %chat --rename ID TITLE | --delete ID | --export ID PATH | --search TEXT
           %chat --models | --panel [--side] | --error [MORE] | --answer [CALL] VALUE
           %chat --retry [-t ID]
+          %chat --fix [MORE] | --figure QUESTION | --agent QUESTION
 
         A line that does not start with ``-`` is a question, whatever its
         words and its last character. After options, the rest of the line is
         the question; ``--`` ends the options. ``{name}``, ``{name.attr}`` and
         ``{name[key]}`` (``{In[3]}``, ``{Out[3]}``) are replaced by their value
         in the notebook; other braces stay as typed; ``{{name}}`` gives
-        ``{name}``. Errors are one line, with what to do.
+        ``{name}``. ``@name`` (``@df``, ``@model.coef_``, ``@In[3]``,
+        ``@Out[4]``) attaches a description of that object as context, apart
+        from the question (not inside `code` or an e-mail address); a figure
+        or image goes as a picture. With ``--agent`` the model may also look
+        at the notebook and ask to run code: you answer Run, Edit or Reject.
+        Errors are one line, with what to do.
 
         Settings: ``%config ChatMagics.model = "MODEL"`` (also base_url,
         provider, store, user, system, live, max_updates_per_second, tools,
-        builtin_tools, panel_area, prices, and ``options = {"max_tokens": 500}``),
-        else the NBCHAT_* environment variables.
+        builtin_tools, agent, approval, context_budget, panel_area, prices, and
+        ``options = {"max_tokens": 500}``), else the NBCHAT_* environment variables.
 
         The panel: Enter sends, Shift+Enter adds a line, Escape stops the
         answer, Up recalls earlier questions. ``--panel --side`` (or
@@ -242,6 +313,11 @@ class ChatMagics(Magics):
           %chat What is a context manager?
           %chat -m llama3.2 Explain {df.shape} in one sentence
           %chat --error why does this happen?
+          %chat Which columns of @df have missing values?
+          %chat --figure Is the trend in this plot significant?
+          %chat --fix
+          %chat --agent What is the median price per city in df?
+          %chat --answer run
           %%chat -n -s "You are a terse reviewer" --code
           Write a function that parses ISO dates.
           %%chat --max-tokens 300 --temperature 0.2 --seed 1
@@ -253,6 +329,8 @@ class ChatMagics(Magics):
             result = self._run(line, cell)
         except NbchatError as err:
             raise UsageError(str(err)) from err
+        finally:
+            self._use_agent = False
         if result is not None and detect_mode() == "text" and _echoed(self.shell):
             return None  # a terminal would print an empty "Out[n]:" under the answer
         return result
@@ -276,6 +354,8 @@ class ChatMagics(Magics):
             return self._command(commands[0], opts, text)
         if opts.error:
             return self._ask(self._error_question(text, opts), opts, interpolated=True)
+        if opts.fix:
+            return self._fix(text, opts)
         if opts.continue_:
             if text or opts.history is not None or opts.new:
                 raise UsageError("--continue goes on with the current thread's last answer; "
@@ -324,11 +404,19 @@ class ChatMagics(Magics):
         return None
 
     # -- asking -----------------------------------------------------------------
-    def _ask(self, question: str, opts: Any, *, interpolated: bool = False) -> RenderResult:
+    def _ask(
+        self, question: str, opts: Any, *, interpolated: bool = False, context: Any = ()
+    ) -> RenderResult:
+        items = [*context, *self._context(question, opts)]
         if not (interpolated or opts.no_interpolate):
             question = self._interpolate(question)
+        self._use_agent = bool(opts.agent or self.agent)
         chat = self.chat
         options = _flag_options(opts)
+        if items:
+            from .context import context_line
+
+            print(context_line(items))
         if opts.history is not None:
             if opts.thread is not None or opts.new:
                 raise UsageError("-H asks with a ChatHistory, not in a thread: drop -t/-n")
@@ -337,13 +425,15 @@ class ChatMagics(Magics):
                                  "--set or --builtin-tools in; drop them")
             history = self._user_history(opts.history, opts.system)
             events = chat.iter_ask_with_history(
-                question, history, model=opts.model, options=options
+                question, history, model=opts.model, options=options, context=items
             )
         else:
             thread_id = self._thread_for(opts)
             if opts.set or opts.builtin_tools:
                 self._set_thread(opts, thread_id, quiet=True)
-            events = chat.iter_ask(thread_id, question, model=opts.model, options=options)
+            events = chat.iter_ask(
+                thread_id, question, model=opts.model, options=options, context=items
+            )
         result = self._shown(self._render(events, opts))
         if opts.code:
             self._code_to_next_cell(result.text)
@@ -374,6 +464,46 @@ class ChatMagics(Magics):
         if detect_mode() == "text":
             return "text"  # a terminal prints as it goes; display updates would repeat
         return "live" if self.live and not no_stream else "final"
+
+    def _context(self, question: str, opts: Any) -> list[Any]:
+        """The objects the question mentions with ``@name``, and the last figure (--figure)."""
+        from ._notebook import Notebook
+        from .context import describe
+
+        if self.shell is None:
+            return []
+        budget = self._budget(opts)
+        notebook = Notebook(self.shell)
+        attached = notebook.attach(question, budget)
+        if attached.unresolved:
+            print(
+                f"nbchat: not defined here, no context attached: {', '.join(attached.unresolved)}",
+                file=sys.stderr,
+            )
+        items = list(attached.items)
+        if opts.figure:
+            figure = notebook.last_figure()
+            if figure is None:
+                raise UsageError("no figure to attach: draw one first (matplotlib), then --figure")
+            items.append(describe(figure, "figure", budget=budget, formatter=notebook.formatter))
+        return items
+
+    def _budget(self, opts: Any) -> int:
+        budget = opts.context_budget if opts.context_budget is not None else self.context_budget
+        if budget < 1:
+            raise UsageError(f"--context-budget is a number of tokens above 0, got {budget}")
+        return int(budget)
+
+    def _fix(self, text: str, opts: Any) -> RenderResult:
+        from ._notebook import Notebook
+
+        error = Notebook(self.shell).last_error(self._budget(opts)) if self.shell else None
+        if error is None:
+            raise UsageError(
+                "no exception in this session yet; run the failing cell, then %chat --fix"
+            )
+        opts.code = True
+        return self._ask(f"{text or FIX_QUESTION}\n\n{FIX_REQUEST}", opts, context=[error])
 
     def _interpolate(self, text: str) -> str:
         done = interpolate(text, self.shell.user_ns if self.shell is not None else {})
@@ -447,6 +577,10 @@ class ChatMagics(Magics):
         first, _, rest = text.partition(" ")
         call_id = first if rest.strip() and first in {c.call_id for c in calls} else None
         value = _unquote_value(rest.strip() if call_id else text)
+        answered = [c for c in calls if c.thread_id == thread and call_id in (None, c.call_id)]
+        if any(c.tool in NOTEBOOK_TOOLS for c in answered):
+            self._use_agent = True  # the answer runs a notebook tool: its Chat has it
+            chat = self.chat
         events = chat.iter_answer_tool_call(thread, value, call_id=call_id)
         self.thread_id = thread if self.thread_id is None else self.thread_id
         return self._shown(self._render(events, opts))

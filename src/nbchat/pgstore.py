@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Sequence
 from numbers import Integral
 from typing import Any
 
@@ -48,6 +49,7 @@ from ._pg import (
     writer_key,
 )
 from .config import ENV_STORE_URL, default_user
+from .context import ContextItem
 from .errors import (
     AlreadyAnswered,
     ConfigError,
@@ -79,7 +81,8 @@ __all__ = ["PostgresStore"]
 
 _TURN_COLUMNS = (
     "idx, query, answer, messages::text, status, pending::text, answered::text, error, "
-    "model, usage::text, started, finished, writer, options::text, finish_reason, reasoning"
+    "model, usage::text, started, finished, writer, options::text, finish_reason, reasoning, "
+    "context::text"
 )
 _JSON_FIELDS = ("messages", "pending", "answered", "usage", "options")
 _TEXT_FIELDS = ("answer", "error", "model", "finish_reason", "reasoning")
@@ -308,12 +311,22 @@ class PostgresStore:
         new_title = None if title is None else enc_text(_check_title(title))
         return self._add_turn(tid, query, answer, "complete", None, new_title, None)
 
-    def start_turn(self, thread_id: int, query: str, *, model: str | None = None) -> int:
-        """Save the query as a streaming turn before it is sent; return the turn's index."""
+    def start_turn(
+        self,
+        thread_id: int,
+        query: str,
+        *,
+        model: str | None = None,
+        context: Sequence[ContextItem] = (),
+    ) -> int:
+        """Save the query (and the objects attached to it) as a streaming turn before it is
+        sent; return the turn's index."""
         tid = self._check_id(thread_id)
         query = _check_query(query)
         model = None if model is None else _check_model(model)
-        return self._add_turn(tid, query, "", "streaming", model, None, writer_key(self._db))
+        items = [ContextItem.from_dict(item).to_dict() for item in context]
+        writer = writer_key(self._db)
+        return self._add_turn(tid, query, "", "streaming", model, None, writer, items)
 
     def update_turn(self, thread_id: int, turn: int, **changes: Any) -> Turn:
         """Change some fields of a turn and return it as saved.
@@ -398,6 +411,7 @@ class PostgresStore:
         model: str | None,
         title: str | None,
         writer: int | None,
+        context: list[dict[str, Any]] | None = None,
     ) -> int:
         now = time.time()
         with self._db.connection(self._timeout) as conn:
@@ -410,9 +424,10 @@ class PostgresStore:
                     RETURNING turns - 1 AS idx, model
                 )
                 INSERT INTO nbchat_turns (owner, thread_id, idx, query, answer, messages,
-                    status, pending, answered, model, started, finished, writer)
+                    status, pending, answered, model, started, finished, writer, context)
                 SELECT %(user)s, %(tid)s, idx, %(query)s, %(answer)s, '[]', %(status)s, '[]',
-                    '[]', COALESCE(%(model)s, model), %(now)s, %(finished)s, %(writer)s
+                    '[]', COALESCE(%(model)s, model), %(now)s, %(finished)s, %(writer)s,
+                    %(context)s::jsonb
                 FROM thread
                 RETURNING idx
                 """,
@@ -421,6 +436,7 @@ class PostgresStore:
                     "query": enc_text(query), "answer": enc_text(answer), "status": status,
                     "model": None if model is None else enc_text(model), "writer": writer,
                     "finished": now if status == "complete" else None,
+                    "context": enc_json(context or []),
                 },
             ).fetchone()  # fmt: skip
         if row is None:
@@ -504,7 +520,7 @@ class PostgresStore:
 
     def _turn(self, tid: int, row: tuple[Any, ...], live: set[int]) -> Turn:
         (index, query, answer, messages, status, pending, answered, error, model, usage,
-         started, finished, writer, options, finish_reason, reasoning) = row  # fmt: skip
+         started, finished, writer, options, finish_reason, reasoning, context) = row  # fmt: skip
         try:
             messages, usage, options = dec_json(messages), dec_json(usage), dec_json(options)
             if not (options is None or isinstance(options, dict)):
@@ -521,8 +537,9 @@ class PostgresStore:
                 answered=[AnsweredCall.from_dict(e) for e in _list(answered)],
                 options=options, finish_reason=dec_text(finish_reason),
                 reasoning=dec_text(reasoning) or "",
+                context=[ContextItem.from_dict(item) for item in _list(context)],
             )  # fmt: skip
-        except (RecordError, ValueError) as exc:
+        except (RecordError, ValueError) as exc:  # InputError: a damaged context item
             raise self._corrupt(tid, f"holds a damaged record in turn {index} ({exc})") from None
         if turn.status == "streaming" and writer not in live:
             turn.status = "interrupted"

@@ -136,6 +136,10 @@ class PendingCall:
         """The question with its options, as plain text (for terminals and logs)."""
         prompt = self.prompt
         text = " ".join(prompt.question.split()) or self.tool
+        if prompt.kind == "code":  # the person must see the code to answer
+            lines = str(prompt.extra.get("code", "")).split("\n")
+            code = "\n".join("      " + line for line in lines)
+            return f"{text}\n{code}\n   (run, reject: WHY, or edit: NEW CODE)"
         if prompt.options:
             text += f" (one of: {', '.join(prompt.options)})"
         elif prompt.kind == "confirm":

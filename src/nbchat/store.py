@@ -44,7 +44,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from numbers import Integral, Real
 from pathlib import Path
@@ -66,6 +66,7 @@ from ._storage import (
     writer_token,
 )
 from .config import default_store_path, default_user, store_location
+from .context import ContextItem
 from .errors import (
     AlreadyAnswered,
     InputError,
@@ -107,6 +108,7 @@ class Turn:
     options: dict | None = None  # the generation options the turn was asked with
     finish_reason: str | None = None  # how the model's last reply ended, as it said
     reasoning: str = ""  # the model's thinking: kept, never sent back as context
+    context: list[ContextItem] = field(default_factory=list)
 
 
 @dataclass
@@ -210,7 +212,14 @@ class Store(Protocol):
     def append_response(
         self, thread_id: int, query: str, answer: str, title: str | None = None
     ) -> int: ...
-    def start_turn(self, thread_id: int, query: str, *, model: str | None = None) -> int: ...
+    def start_turn(
+        self,
+        thread_id: int,
+        query: str,
+        *,
+        model: str | None = None,
+        context: Sequence[ContextItem] = (),
+    ) -> int: ...
     def update_turn(self, thread_id: int, turn: int, **changes: Any) -> Turn: ...
     def claim_call(
         self, thread_id: int, turn: int, call_id: str, *, output: str, answer: AnsweredCall
@@ -396,12 +405,21 @@ class ThreadStore:
         with self._folder.locked():
             return self._change(tid, lambda db, header: _add_turn(db, header, turn, changes))
 
-    def start_turn(self, thread_id: int, query: str, *, model: str | None = None) -> int:
-        """Save the query as a streaming turn before it is sent; return the turn's index."""
+    def start_turn(
+        self,
+        thread_id: int,
+        query: str,
+        *,
+        model: str | None = None,
+        context: Sequence[ContextItem] = (),
+    ) -> int:
+        """Save the query (and the objects attached to it) as a streaming turn before it is
+        sent; return the turn's index."""
         tid = self._check_id(thread_id)
         query = _check_query(query)
         model = None if model is None else _check_model(model)
-        turn = Turn(query, model=model, started=time.time())
+        items = [ContextItem.from_dict(item) for item in context]
+        turn = Turn(query, model=model, started=time.time(), context=items)
         with self._folder.locked():
             writer = writer_token(self._folder.writers)
             return self._change(tid, lambda db, header: _add_turn(db, header, turn, {}, writer))
@@ -567,7 +585,8 @@ class ThreadStore:
                 PendingCall.from_dict(_thread_id(db), index, entry) for entry in turn.pending
             ]
             turn.answered = [AnsweredCall.from_dict(entry) for entry in turn.answered]
-        except TypeError:
+            turn.context = [ContextItem.from_dict(entry) for entry in turn.context]
+        except (TypeError, InputError):
             raise corrupt(_path(db), "holds a turn nbchat did not write") from None
         except RecordError as exc:
             raise corrupt(_path(db), f"holds a damaged record in turn {index} ({exc})") from None

@@ -288,9 +288,17 @@ class ClientTool(Tool):
         if getattr(cls, "name", None) is not None:
             _check_client_tool(cls, f"ClientTool {cls.__qualname__}")
 
+    acts_on_answer: bool = False
+    """True when :meth:`get_tool_output` does something (runs code): the engine then
+    calls it only after the answer is claimed, so it happens exactly once."""
+
     def call_requirements(self, arguments: dict[str, Any]) -> list[Requirement]:
         """What the caller must be allowed to do for this call; nothing by default."""
         return []
+
+    def auto_response(self, arguments: dict[str, Any]) -> object | None:
+        """An answer to give without asking the person (a policy allows it); None asks."""
+        return None
 
     def check_requirements(self, context: ToolContext, arguments: dict[str, Any]) -> None:
         """Raise :class:`~nbchat.errors.ToolRequirementsNotMet` unless ``context`` may call.

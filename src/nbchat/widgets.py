@@ -47,6 +47,7 @@ import ipywidgets as widgets
 from IPython import get_ipython
 
 from ._chat_input import ChatInput
+from ._context_picker import ContextPicker
 from ._prompts import (
     ERROR_STYLE,
     NOTE_STYLE,
@@ -307,6 +308,7 @@ class ChatPanel(widgets.VBox):
         self.stop_button = _button("Stop", self._on_stop_button_click, icon="stop")
         self.stop_button.tooltip = "Stop the answer (Escape)"
         self.stop_button.layout.display = "none"
+        self.context_picker = ContextPicker()
         self._status_html = widgets.HTML()
         self._status_text = ""
 
@@ -345,7 +347,8 @@ class ChatPanel(widgets.VBox):
             [self.stop_button, self.send_button], layout=widgets.Layout(justify_content="flex-end")
         )
         main = column(
-            [self.model_picker, self.usage_html, scroll, self.input_box, buttons],
+            [self.model_picker, self.usage_html, scroll, self.context_picker, self.input_box,
+             buttons],
             layout=widgets.Layout(flex="3 1 20em", min_width="0"),
         )
         # Side by side where there is room; stacked in the narrow side area.
@@ -429,10 +432,13 @@ class ChatPanel(widgets.VBox):
         thread_id = self.thread_id
         if thread_id is None:
             thread_id = self.chat.new_thread(model)
-        events = self.chat.iter_ask(thread_id, query, model=model)
+        mentioned, note = _mentioned(query)
+        context = [*self.context_picker.take(), *mentioned]
+        events = self.chat.iter_ask(thread_id, query, model=model, context=context)
+        self.context_picker.refresh()
         self.input_box.value = ""
         self.input_box.history = [*self.input_box.history[-(HISTORY_SIZE - 1):], query]
-        self._set_status("")
+        self._set_status(note)
         self._load_threads(thread_id)
         self._start(events, query)
 
@@ -694,3 +700,18 @@ def _button(
     )
     button.on_click(callback)
     return button
+
+
+def _mentioned(query: str) -> tuple[list[Any], str]:
+    """The objects ``query`` mentions with ``@name`` in this kernel's namespace, and a note
+    naming those it did not find."""
+    from IPython import get_ipython
+
+    from ._notebook import Notebook
+
+    shell = get_ipython()
+    if shell is None:
+        return [], ""
+    attached = Notebook(shell).attach(query)
+    missing = ", ".join(attached.unresolved)
+    return list(attached.items), f"not defined here, no context attached: {missing}" * bool(missing)

@@ -16,6 +16,7 @@ from ..errors import (
     LLMTimeout,
     MalformedStream,
     ModelNotFound,
+    ServerError,
     StreamCutOff,
 )
 from ..events import ReplyEvent
@@ -94,7 +95,7 @@ class LLMClient:
         """
         model = Policy.from_env().model(model) or model
         body = self.provider.chat_body(messages, model, tools, stream=True, options=options)
-        response = self._send("POST", self.provider.chat_path, body, model=model, options=options)
+        response = self._send_chat(body, model, messages, options)
         try:
             counted = _Counted(_raw(response, self.settings.base_url))
             try:
@@ -118,7 +119,7 @@ class LLMClient:
         """One whole chat reply, without streaming."""
         model = Policy.from_env().model(model) or model
         body = self.provider.chat_body(messages, model, tools, stream=False, options=options)
-        response = self._send("POST", self.provider.chat_path, body, model=model, options=options)
+        response = self._send_chat(body, model, messages, options)
         try:
             raw = response.read()
         finally:
@@ -192,6 +193,25 @@ class LLMClient:
             url=url,
         )
 
+    def _send_chat(
+        self,
+        body: dict[str, Any],
+        model: str,
+        messages: Sequence[dict[str, Any]],
+        options: Mapping[str, Any] | None,
+    ) -> httpx.Response:
+        try:
+            return self._send("POST", self.provider.chat_path, body, model=model, options=options)
+        except ServerError as exc:
+            if exc.status not in (400, 415, 422) or not _carries_images(messages):
+                raise
+            raise ServerError(
+                f"model {model!r} did not accept the image sent with the question ({exc}); "
+                f"ask a model that reads images with -m MODEL, or ask without the picture",
+                url=exc.url,
+                status=exc.status,
+            ) from None
+
     def _send(
         self,
         method: str,
@@ -233,6 +253,21 @@ class LLMClient:
             model=exc.model,
             available=available,
         )
+
+
+def _carries_images(messages: Sequence[dict[str, Any]]) -> bool:
+    """Whether a request holds an image: in a context item or an ``image_url`` content part."""
+    for message in messages:
+        if any(
+            isinstance(item, dict) and item.get("image") for item in message.get("context") or ()
+        ):
+            return True
+        content = message.get("content")
+        if isinstance(content, list) and any(
+            isinstance(part, dict) and part.get("type") == "image_url" for part in content
+        ):
+            return True
+    return False
 
 
 class _Counted:

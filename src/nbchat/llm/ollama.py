@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ..context import items_from_message
 from ..errors import MalformedStream, ServerError, StreamCutOff
 from ..events import (
     ReasoningDelta,
@@ -145,8 +146,11 @@ def _call(data: dict[str, Any], number: int) -> ToolCall:
 
 
 def _to_ollama(message: dict[str, Any], messages: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """An OpenAI-format message in Ollama's shape (object arguments, tool_name)."""
-    out: dict[str, Any] = {"role": message["role"], "content": message.get("content") or ""}
+    """An OpenAI-format message in Ollama's shape (object arguments, tool_name, images)."""
+    text, images = _text_and_images(message)
+    out: dict[str, Any] = {"role": message["role"], "content": text}
+    if images:
+        out["images"] = images
     if message.get("tool_calls"):
         out["tool_calls"] = [
             {"function": {"name": c["function"]["name"], "arguments": _object(c)}}
@@ -155,6 +159,28 @@ def _to_ollama(message: dict[str, Any], messages: Sequence[dict[str, Any]]) -> d
     if message["role"] == "tool":
         out["tool_name"] = message.get("name") or _name_of(message.get("tool_call_id"), messages)
     return out
+
+
+def _text_and_images(message: dict[str, Any]) -> tuple[str, list[str]]:
+    """Ollama takes one text and a list of base64 images: context and content parts flattened."""
+    content = message.get("content") or ""
+    texts: list[str] = []
+    images: list[str] = []
+    parts: list[dict[str, Any]] = (
+        content if isinstance(content, list) else [{"type": "text", "text": content}]
+    )
+    for part in parts:
+        if part.get("type") == "text":
+            texts.append(str(part.get("text") or ""))
+        elif part.get("type") == "image_url":
+            image_url: dict[str, Any] = part.get("image_url") or {}
+            url = str(image_url.get("url") or "")
+            images.append(url.split(",", 1)[1] if url.startswith("data:") else url)
+    for item in items_from_message(message):
+        texts.append(item.as_text())
+        if item.image is not None:
+            images.append(item.image.data)
+    return "\n\n".join(t for t in texts if t), images
 
 
 def _object(call: dict[str, Any]) -> Any:

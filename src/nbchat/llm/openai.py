@@ -12,6 +12,7 @@ import json.scanner
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ..context import content_parts, items_from_message
 from ..errors import MalformedStream, ServerError, StreamCutOff
 from ..events import (
     ReasoningDelta,
@@ -49,7 +50,11 @@ class OpenAIProvider:
         options: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Options become body fields as they are (``max_tokens``, ``seed``, ``top_k``, …)."""
-        body: dict[str, Any] = {"model": model, "messages": list(messages), "stream": stream}
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": [_to_openai(m) for m in messages],
+            "stream": stream,
+        }
         if stream:
             body["stream_options"] = {"include_usage": True}
         if tools:
@@ -135,6 +140,17 @@ class OpenAIProvider:
             return _message(json.loads(body))
         except ValueError:
             return body.decode("utf-8", "replace").strip()[:200]
+
+
+def _to_openai(message: dict[str, Any]) -> dict[str, Any]:
+    """A message whose question carries context, as text and image content parts."""
+    if "context" not in message:
+        return message
+    out = {k: v for k, v in message.items() if k != "context"}
+    items = items_from_message(message)
+    if items:
+        out["content"] = content_parts(message.get("content") or "", items)
+    return out
 
 
 _scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]

@@ -12,7 +12,14 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from ._script import Body, last_tool_name, message_text
+from ._script import (
+    Body,
+    context_names,
+    last_tool_name,
+    message_text,
+    question_text,
+    request_images,
+)
 
 TITLE_PHRASE = "conversation title"
 _STOPWORDS = frozenset(
@@ -37,8 +44,34 @@ def default_answer(body: Body) -> str:
         return title_for(_first_question(messages))
     if messages and messages[-1].get("role") == "tool":
         return _tool_echo(messages)
-    question = _last_user_text(messages)
+    last = _last_user(messages)
+    question = question_text(last.get("content"))
+    seen = _context_seen(last)
+    if seen:
+        return arithmetic_answer(question) or _echo_context(question, seen)
     return arithmetic_answer(question) or _echo(question)
+
+
+def _last_user(messages: list[Mapping[str, Any]]) -> Mapping[str, Any]:
+    return next((m for m in reversed(messages) if m.get("role") == "user"), {})
+
+
+def _context_seen(message: Mapping[str, Any]) -> str:
+    """What the demo model can say it received: the context names and the pictures."""
+    names = [f"`{name}` ({kind})" for name, kind in context_names(message.get("content"))]
+    pictures = len(request_images([message]))
+    if pictures:
+        names.append(f"{pictures} image{'s' * (pictures > 1)}")
+    return ", ".join(names)
+
+
+def _echo_context(question: str, seen: str) -> str:
+    question = " ".join(question.split())[:200]
+    return (
+        f'You asked: "{question}" and attached {seen}. I am **nbchat\'s offline demo '
+        "model**: I received that context but cannot reason about it; connect a real "
+        "model for real answers."
+    )
 
 
 def _is_title_request(message: Mapping[str, Any]) -> bool:
@@ -47,16 +80,9 @@ def _is_title_request(message: Mapping[str, Any]) -> bool:
 
 
 def _first_question(messages: list[Mapping[str, Any]]) -> str:
-    users = [message_text(m.get("content")) for m in messages if m.get("role") == "user"]
+    users = [question_text(m.get("content")) for m in messages if m.get("role") == "user"]
     questions = [u for u in users if TITLE_PHRASE not in u.casefold()]
     return (questions or users or [""])[0]
-
-
-def _last_user_text(messages: list[Mapping[str, Any]]) -> str:
-    for message in reversed(messages):
-        if message.get("role") == "user":
-            return message_text(message.get("content"))
-    return ""
 
 
 def title_for(question: str) -> str:

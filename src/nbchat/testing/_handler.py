@@ -31,7 +31,7 @@ from ._protocols import (
     dumps,
     ollama_name,
 )
-from ._script import Reply
+from ._script import Reply, request_images
 
 if TYPE_CHECKING:
     from ._server import RecordedRequest, ScriptedServer
@@ -191,6 +191,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._send_json(400, protocol.missing_model())
         if not _is_known(model, owner.models, protocol):
             return self._send_json(404, protocol.unknown_model(model))
+        refuses = owner.text_only_models and _is_known(model, owner.text_only_models, protocol)
+        if refuses and request_images(body.get("messages")):
+            return self._send_json(400, protocol.no_images(model))
         prompt = count_prompt_tokens(body)
         if protocol is OPENAI and owner.context_size and prompt > owner.context_size:
             return self._send_json(400, OPENAI.overflow(prompt, owner.context_size))

@@ -105,6 +105,9 @@ class OpenAI:
     def missing_model(self) -> Any:
         return self.error(400, "you must provide a model parameter")
 
+    def no_images(self, model: str) -> Any:
+        return self.error(400, f"Invalid content type. image_url is not supported by {model}.")
+
     def bad_json(self) -> Any:
         return self.error(400, "We could not parse the JSON body of your request.")
 
@@ -260,6 +263,9 @@ class Ollama:
 
     def missing_model(self) -> Any:
         return self.error(400, "model is required")
+
+    def no_images(self, model: str) -> Any:
+        return self.error(400, f"model {ollama_name(model)} does not support images")
 
     def bad_json(self) -> Any:
         return self.error(400, "invalid JSON in request body")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -14,6 +15,8 @@ Arguments = dict[str, Any] | str
 When = Union[None, str, "re.Pattern[str]", Callable[[Body], bool]]
 
 PARAGRAPH_TOKENS = 50
+_CONTEXT_HEAD = re.compile(r'<context name="([^"]*)" kind="([^"]*)">')
+_CONTEXT_BLOCK = re.compile(r"\s*<context name=.*?</context>", re.DOTALL)
 REASONING_FORMS = ("reasoning_content", "reasoning", "think")
 _WORDISH = re.compile(r"\S+\s*|\s+")
 
@@ -234,6 +237,40 @@ def message_text(content: Any) -> str:
         parts = (p.get("text", "") for p in content if isinstance(p, Mapping))
         return "".join(p for p in parts if isinstance(p, str))
     return ""
+
+
+def question_text(content: Any) -> str:
+    """The text of a message without the context attached to it (``<context …>`` blocks)."""
+    return _CONTEXT_BLOCK.sub("", message_text(content)).strip()
+
+
+def context_names(content: Any) -> list[tuple[str, str]]:
+    """(name, kind) of each ``<context name=… kind=…>`` block in a message's content."""
+    return _CONTEXT_HEAD.findall(message_text(content))
+
+
+def request_images(messages: Any) -> list[bytes]:
+    """The images in OpenAI ``image_url`` data-URL parts and Ollama ``images``, decoded."""
+    found: list[bytes] = []
+    for message in messages if isinstance(messages, list) else []:
+        if not isinstance(message, Mapping):
+            continue
+        content = message.get("content")
+        for part in content if isinstance(content, list) else []:
+            url = part.get("image_url", {}).get("url", "") if isinstance(part, Mapping) else ""
+            if isinstance(url, str) and url.startswith("data:") and "," in url:
+                found.append(_b64(url.split(",", 1)[1]))
+        for image in message.get("images") or []:
+            if isinstance(image, str):
+                found.append(_b64(image))
+    return found
+
+
+def _b64(text: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except ValueError:
+        return b""
 
 
 def last_tool_name(messages: list[Any]) -> str | None:

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from ._demo import default_answer
 from ._handler import CHAT_PATHS, Handler, HTTPServer
 from ._protocols import Answer, count_prompt_tokens
-from ._script import Body, Reply, split_words
+from ._script import Body, Reply, request_images, split_words
 
 DEFAULT_MODELS = ("nbchat-demo", "scripted-small", "scripted-large")
 # Body fields that are not generation options (the rest are, on the OpenAI wire).
@@ -47,6 +47,11 @@ class RecordedRequest:
     def is_chat(self) -> bool:
         """Whether this is a chat request (either protocol)."""
         return self.path.split("?", 1)[0] in CHAT_PATHS
+
+    @property
+    def images(self) -> list[bytes]:
+        """The images the request's messages carried, decoded, in order (both protocols)."""
+        return request_images(self.messages)
 
     @property
     def options(self) -> dict[str, Any]:
@@ -91,6 +96,9 @@ class ScriptedServer:
         Empty accepts every model name.
     api_key
         When set, every request must carry ``Authorization: Bearer <api_key>``.
+    text_only_models
+        Models that refuse a request carrying images (HTTP 400, as a text-only
+        model behind a real server does); every other model accepts them.
     context_size
         When set, the model's context in tokens: reported by ``GET /props``
         (llama.cpp) and ``POST /api/show`` (Ollama), and an OpenAI chat request
@@ -109,9 +117,11 @@ class ScriptedServer:
         port: int = 0,
         models: Iterable[str] = DEFAULT_MODELS,
         api_key: str | None = None,
+        text_only_models: Iterable[str] = (),
         context_size: int | None = None,
     ) -> None:
         self.host = host
+        self.text_only_models = tuple(text_only_models)
         self.context_size = context_size
         self.port = port
         self.models = tuple(models)

@@ -1,0 +1,159 @@
+"""``run_code``: the client tool through which the model may run code, only after a yes.
+
+The model sends code; the person sees it and answers **Run**, **Edit** (the
+edited code is what runs, and the model is told) or **Reject** (with an
+optional reason). Only then does the code run, through a ``runner`` the
+Jupyter layer supplies (this module imports no IPython), and what it printed,
+returned or raised goes back to the model. Under the ``risky`` or
+``never-ask`` approval policy (capped by ``NBCHAT_MAX_APPROVAL``),
+:meth:`RunCode.auto_response` answers Run by itself for code that needs no
+yes.
+
+Answers, from a prompt or from code: ``"run"`` (or True, ``"yes"``);
+``"reject"`` (or False, ``"no"``), optionally ``"reject: too slow"``;
+``{"action": "edit", "code": "..."}`` or ``"edit:"`` followed by the code.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ._risk import classify, effective_approval, needs_approval
+from .errors import InvalidToolAnswer
+from .tools import ClientTool
+
+Action = Literal["run", "edit", "reject"]
+Runner = Callable[[str], str]
+MAX_CODE_CHARS = 20_000
+_RUN = frozenset({"run", "yes", "y", "ok", "true"})
+_REJECT = frozenset({"reject", "no", "n", "false"})
+_PREFIX = re.compile(r"^\s*(run|edit|reject)\b\s*:?\s*", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class CodeDecision:
+    """The person's answer to a run_code call: what to do, the code to run, why not."""
+
+    action: Action
+    code: str = ""
+    reason: str = ""
+
+
+class RunCode(ClientTool):
+    """Run Python code in the notebook's kernel, once the person has said yes."""
+
+    name = "run_code"
+    description = (
+        "Run Python code in the user's notebook kernel, where their variables live, and "
+        "get back what it printed, its result and any error. The user sees the code first "
+        "and may run, edit or reject it. Keep it short; do not write files or use the "
+        "network unless the user asked for it."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "code": {
+                "type": "string",
+                "minLength": 1,
+                "description": "The code, as a notebook cell: the last expression's value "
+                "is returned.",
+            },
+            "why": {"type": "string", "description": "One sentence for the user: what it is for."},
+        },
+        "required": ["code"],
+        "additionalProperties": False,
+    }
+
+    acts_on_answer = True
+
+    def __init__(self, runner: Runner, *, approval: str = "always") -> None:
+        self.runner = runner
+        self.approval = effective_approval(approval)
+
+    def prompt(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        code = str(arguments["code"])
+        risk = classify(code)
+        question = str(arguments.get("why") or "The model wants to run this code in your kernel.")
+        return {
+            "kind": "code",
+            "question": question,
+            "code": code,
+            "options": ["Run", "Edit", "Reject"],
+            "risks": list(risk.reasons),
+            "markdown": f"```python\n{code}\n```",
+        }
+
+    def auto_response(self, arguments: dict[str, Any]) -> str | None:
+        """``"run"`` when the capped policy lets this code run without asking, else None."""
+        code = str(arguments.get("code", ""))
+        return None if needs_approval(code, self.approval) else "run"
+
+    def parse_response(self, arguments: dict[str, Any], response: object) -> CodeDecision:
+        offered = str(arguments["code"])
+        if isinstance(response, bool):
+            return CodeDecision("run", offered) if response else CodeDecision("reject")
+        if isinstance(response, dict):
+            return _from_dict(offered, response)
+        if not isinstance(response, str):
+            raise InvalidToolAnswer(_HOW)
+        word = response.strip().lower()
+        if word in _RUN:
+            return CodeDecision("run", offered)
+        if word in _REJECT:
+            return CodeDecision("reject")
+        match = _PREFIX.match(response)
+        if match is None:
+            raise InvalidToolAnswer(f"{response[:40]!r} is not an answer here; {_HOW}")
+        rest = response[match.end() :]
+        if match.group(1).lower() == "reject":
+            return CodeDecision("reject", reason=rest.strip()[:500])
+        if match.group(1).lower() == "edit":
+            return _edited(offered, rest)
+        raise InvalidToolAnswer(f"'run' takes nothing after it; to change the code, {_HOW}")
+
+    def output(self, arguments: dict[str, Any], answer: object) -> str:
+        decision = answer if isinstance(answer, CodeDecision) else CodeDecision("reject")
+        if decision.action == "reject":
+            why = f" Their reason: {decision.reason}" if decision.reason else ""
+            return f"The user rejected running the code; it did not run.{why}"
+        ran = self.runner(decision.code)
+        if decision.action == "edit":
+            return (
+                "The user edited the code before running it; this is what ran:\n"
+                f"```python\n{decision.code}\n```\n{ran}"
+            )
+        return ran
+
+    def output_description_instructions(self, arguments: dict[str, Any], answer: object) -> str:
+        if isinstance(answer, CodeDecision) and answer.action == "reject":
+            return (
+                "Do not try to run this code again. Answer without running it, or ask "
+                "the user what they would like instead."
+            )
+        return "This is what running the code did in the user's kernel; use it to answer."
+
+
+_HOW = "answer run, reject (optionally 'reject: why'), or edit: followed by the code to run instead"
+
+
+def _from_dict(offered: str, response: dict[str, Any]) -> CodeDecision:
+    action = str(response.get("action", "")).lower()
+    if action == "run":
+        return CodeDecision("run", offered)
+    if action == "reject":
+        return CodeDecision("reject", reason=str(response.get("reason") or "").strip()[:500])
+    if action == "edit":
+        return _edited(offered, response.get("code"))
+    raise InvalidToolAnswer(f"unknown action {action!r}; {_HOW}")
+
+
+def _edited(offered: str, code: object) -> CodeDecision:
+    if not isinstance(code, str) or not code.strip():
+        raise InvalidToolAnswer("the edited code is empty; type the code to run, or reject")
+    if len(code) > MAX_CODE_CHARS:
+        raise InvalidToolAnswer(f"the edited code is over {MAX_CODE_CHARS:,} characters")
+    code = code.strip("\n")
+    return CodeDecision("run" if code == offered else "edit", code)

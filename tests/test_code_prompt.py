@@ -1,0 +1,174 @@
+"""The run_code prompt as widget state: Run, Edit, Reject driven with .click(), no kernel."""
+
+from __future__ import annotations
+
+import pytest
+
+from nbchat import Chat
+from nbchat._code_tool import RunCode
+from nbchat.records import PendingCall, Prompt
+from nbchat.testing import Reply, ScriptedServer
+from nbchat.widgets import show_tool_prompts
+
+CODE = "df.price.mean()"
+
+
+@pytest.fixture
+def runs():
+    return []
+
+
+@pytest.fixture
+def chat(scripted_server: ScriptedServer, tmp_path, runs) -> Chat:
+    def runner(code: str) -> str:
+        runs.append(code)
+        return "result:\n2.0"
+
+    return Chat(
+        base_url=scripted_server.url,
+        model="scripted-small",
+        store=tmp_path / "store",
+        tools=[RunCode(runner)],
+    )
+
+
+def waiting_prompt(chat: Chat, server: ScriptedServer):
+    server.script(
+        Reply("A Title", when=lambda body: "conversation title" in body["messages"][0]["content"]),
+        Reply("Mean is 2.", after_tool="run_code"),
+        Reply(tool_calls=[("run_code", {"code": CODE, "why": "To get the mean."})], when="mean"),
+    )
+    thread = chat.new_thread()
+    assert chat.ask(thread, "the mean?").status == "suspended"
+    (prompt,) = show_tool_prompts(chat, chat.pending_calls(thread)).prompts
+    return thread, prompt
+
+
+def sent_results(server: ScriptedServer) -> list[str]:
+    return [
+        r.messages[-1]["content"] for r in server.chat_requests if r.messages[-1]["role"] == "tool"
+    ]
+
+
+def test_the_prompt_shows_the_code_highlighted_and_three_buttons(chat, scripted_server):
+    _, prompt = waiting_prompt(chat, scripted_server)
+    assert [b.description for b in prompt.buttons] == ["Run", "Edit", "Reject", "Run edited"]
+    assert prompt.run_edited.layout.display == "none" and prompt.editor.layout.display == "none"
+    assert prompt.editor.value == CODE
+    shown = prompt.children[0].outputs[0]["data"]  # the code, rendered as Markdown
+    assert shown["text/markdown"] == "```python\ndf.price.mean()\n```"
+    prompt.buttons[2].click()  # answered: no prompt is left waiting for the next tests
+
+
+def test_run_runs_once_and_locks_the_prompt(chat, scripted_server, runs):
+    thread, prompt = waiting_prompt(chat, scripted_server)
+    prompt.buttons[0].click()
+    assert runs == [CODE] and prompt.is_answered
+    assert [b.disabled for b in prompt.buttons] == [True] * 4
+    assert prompt.buttons[0].button_style == "success"
+    assert chat.store.get(thread).turns[0].answer == "Mean is 2."
+    assert sent_results(scripted_server)[-1].startswith("<answer>\nresult:\n2.0\n</answer>")
+
+
+def test_edit_opens_the_editor_and_runs_what_was_edited(chat, scripted_server, runs):
+    _, prompt = waiting_prompt(chat, scripted_server)
+    prompt.buttons[1].click()
+    assert prompt.editor.layout.display == "" and prompt.run_edited.layout.display == ""
+    assert runs == []
+    prompt.editor.value = "df.price.median()"
+    prompt.run_edited.click()
+    assert runs == ["df.price.median()"] and prompt.editor.disabled
+    assert sent_results(scripted_server)[-1].startswith(
+        "<answer>\nThe user edited the code before running it; this is what ran:\n"
+        "```python\ndf.price.median()\n```"
+    )
+
+
+def test_reject_sends_the_reason_and_runs_nothing(chat, scripted_server, runs):
+    _, prompt = waiting_prompt(chat, scripted_server)
+    prompt.reason_box.value = "not on the full data"
+    prompt.buttons[2].click()
+    assert runs == [] and prompt.is_answered and prompt.buttons[2].button_style == "success"
+    assert sent_results(scripted_server)[-1].startswith(
+        "<answer>\nThe user rejected running the code; it did not run. Their reason: "
+        "not on the full data\n</answer>"
+    )
+    assert repr(prompt) == "To get the mean. → rejected: not on the full data"
+
+
+def test_a_terminal_sees_the_code_and_how_to_answer():
+    call = PendingCall(
+        1,
+        0,
+        "c1",
+        "run_code",
+        {"code": "x = 1\nx + 1"},
+        Prompt.from_dict(RunCode(lambda code: "").prompt({"code": "x = 1\nx + 1"})),
+    )
+    assert call.question == (
+        "The model wants to run this code in your kernel.\n      x = 1\n      x + 1\n"
+        "   (run, reject: WHY, or edit: NEW CODE)"
+    )
+
+
+def test_the_panel_sends_mentioned_objects_as_context(chat, scripted_server, tmp_path):
+    import pandas as pd
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    from nbchat.widgets import ChatPanel
+
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    shell = InteractiveShell.instance(config=config)
+    try:
+        shell.user_ns["df"] = pd.DataFrame({"price": [1.0, 2.0]})
+        panel = ChatPanel(chat=chat)
+        panel.input_box.value = "Why is @df so small? And @missing?"
+        panel.send_button.click()
+        content = scripted_server.chat_requests[0].messages[-1]["content"]
+        assert content[0] == {"type": "text", "text": "Why is @df so small? And @missing?"}
+        assert content[1]["text"].startswith('<context name="df" kind="DataFrame 2×1">')
+        assert panel.status == "not defined here, no context attached: @missing"
+    finally:
+        InteractiveShell.clear_instance()
+
+
+def test_the_panel_picker_offers_the_notebook_s_variables_and_sends_the_picked(
+    chat, scripted_server
+):
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    from nbchat.widgets import ChatPanel
+
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    shell = InteractiveShell.instance(config=config)
+    try:
+        shell.run_cell("import pandas as pd\nsales = pd.DataFrame({'n': [1, 2, 3]})\nlimit = 2")
+        panel = ChatPanel(chat=chat)
+        picker = panel.context_picker
+        assert picker.tags.allowed_tags == ["sales", "limit"]
+        shell.run_cell("later = 'x'")
+        picker.refresh_button.click()
+        assert picker.tags.allowed_tags == ["sales", "limit", "later"]
+        picker.tags.value = ["sales"]
+        panel.input_box.value = "How many rows, compared with @limit?"
+        panel.send_button.click()
+        content = scripted_server.chat_requests[0].messages[-1]["content"]
+        assert [p["text"].split("\n")[0] for p in content[1:]] == [
+            '<context name="sales" kind="DataFrame 3×1">',
+            '<context name="limit" kind="int">',
+        ]
+        assert picker.tags.value == []  # the picks went with that question
+    finally:
+        InteractiveShell.clear_instance()
+
+
+def test_outside_a_kernel_the_picker_hides(chat):
+    from nbchat.widgets import ChatPanel
+
+    panel = ChatPanel(chat=chat)
+    assert panel.context_picker.layout.display == "none"
+    assert panel.context_picker.take() == []
