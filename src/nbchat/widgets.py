@@ -336,8 +336,8 @@ class ChatPanel(widgets.VBox):
             layout=widgets.Layout(
                 flex_flow="column-reverse", overflow="auto", padding="0 8px",
                 # The side area is as tall as the window: fill it, leaving room
-                # for the thread list above and the box below.
-                max_height="calc(100vh - 33em)" if side else "32em",
+                # for the thread list above, the context row and the box below.
+                max_height="calc(100vh - 36em)" if side else "32em",
                 min_height="10em" if side else "",
                 border="1px solid var(--jp-border-color2, #ddd)",
             ),
