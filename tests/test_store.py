@@ -118,12 +118,14 @@ def test_update_thread(store: ThreadStore) -> None:
 
 def test_a_generated_title_never_overwrites_one_given_meanwhile(store: ThreadStore) -> None:
     tid = store.new_thread("m")
+    other = store.new_thread("m")
     assert store.update_thread_title(tid, "Generated", if_untitled=True) is True
+    assert [t.id for t in store.threads()] == [other, tid]  # no activity: the order stays
     assert store.update_thread_title(tid, "Later generated", if_untitled=True) is False
     assert store.update_thread_title(tid, "Renamed") is True
-    assert store.thread_list() == [(tid, "Renamed")]
+    assert store.thread_list()[0] == (tid, "Renamed")
     with pytest.raises(ThreadNotFound):
-        store.update_thread_title(tid + 1, "Nobody's", if_untitled=True)
+        store.update_thread_title(other + 1, "Nobody's", if_untitled=True)
 
 
 def test_titles_are_checked_and_tidied(store: ThreadStore) -> None:

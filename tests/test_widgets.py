@@ -346,8 +346,9 @@ def test_send_streams_the_answer_into_the_conversation(chat, scripted_server):
     panel.input_box.value = "hello there"
     panel.send_button.click()
 
-    (info,) = chat.threads()
+    (info,) = chat.threads()  # waits for the title, written after the answer
     assert panel.thread_id == info.id and info.title == "Greeting Chat"
+    panel.sync()  # what the browser's next poll does
     assert labels(panel) == [f"Greeting Chat (#{info.id})"]
     assert "hello there" in panel.conversation.text
     assert "Hello! How can I help?" in panel.conversation.text

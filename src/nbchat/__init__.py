@@ -150,8 +150,18 @@ def notebook_tools(shell: Any = None, *, approval: str = "always") -> list[Any]:
     return make(shell, approval=approval)
 
 
-def panel(**kwargs: Any) -> Any:
-    """Open the chat panel widget (threads, model picker, conversation, input)."""
+def panel(*, side: bool = False, **kwargs: Any) -> Any:
+    """The chat panel widget (threads, model picker, conversation, input).
+
+    With ``side=True`` it opens in JupyterLab's right side area (one per
+    kernel; asking again brings it back), needing ``nbchat[lab]``; elsewhere
+    it falls back to the cell with a one-line note. ``kwargs`` go to
+    :class:`nbchat.widgets.ChatPanel`.
+    """
+    if side:
+        from ._side import side_panel
+
+        return side_panel(**kwargs)
     from .widgets import ChatPanel
 
     return ChatPanel(**kwargs)

@@ -36,6 +36,7 @@ ENV_TOOLLESS_MODELS = "NBCHAT_TOOLLESS_MODELS"
 ENV_LOCAL_MODEL = "NBCHAT_LOCAL_MODEL"
 ENV_NO_AUTOLOAD = "NBCHAT_NO_AUTOLOAD"
 ENV_LIVE = "NBCHAT_LIVE"
+ENV_PRICES = "NBCHAT_PRICES"
 # Administrator policy: set by the hub for every user's server; arguments and %config
 # cannot override them (see nbchat.policy).
 ENV_ALLOWED_MODELS = "NBCHAT_ALLOWED_MODELS"

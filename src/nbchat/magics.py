@@ -20,7 +20,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, argument_group, magic_arguments
 from IPython.display import display
-from traitlets import Bool, Dict, Float, Int, List, Unicode, validate
+from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, validate
 
 from ._interpolate import interpolate, resolve
 from ._jupyter_notes import show_note
@@ -87,6 +87,15 @@ class ChatMagics(Magics):
     ).tag(config=True)
     api_key = Unicode(
         None, allow_none=True, help="Refused: set the NBCHAT_API_KEY environment variable."
+    ).tag(config=True)
+    panel_area = CaselessStrEnum(
+        ("cell", "side"), "cell",
+        help="Where %chat --panel opens the panel: 'cell', or 'side' (JupyterLab's right "
+        "side area; needs nbchat[lab]).",
+    ).tag(config=True)
+    prices = Dict(
+        help="Dollars per million input and output tokens by model, for the panel's cost "
+        'estimates: {"gpt-4o-mini": [0.15, 0.6]}; NBCHAT_PRICES when empty.',
     ).tag(config=True)
     options = Dict(
         help="Generation options for this session, e.g. {'max_tokens': 500, 'temperature': "
@@ -261,6 +270,8 @@ class ChatMagics(Magics):
     @argument_group("Other")
     @argument("--models", action="store_true", help="List the models the endpoint offers.")
     @argument("--panel", action="store_true", help="Open the chat panel widget.")
+    @argument("--side", action="store_true",
+              help="With --panel: in JupyterLab's right side area (one per kernel).")
     @argument("--answer", action="store_true",
               help="Answer a waiting client-tool call: --answer [CALL] VALUE.")
     @argument("--retry", action="store_true",
@@ -280,7 +291,7 @@ class ChatMagics(Magics):
           reply = %chat QUESTION      the reply object: reply.text, str(reply)
           %chat --list | --show [ID] | --use ID | --new [-m MODEL] [-s SYSTEM]
           %chat --rename ID TITLE | --delete ID | --export ID PATH | --search TEXT
-          %chat --models | --panel | --error [MORE] | --answer [CALL] VALUE
+          %chat --models | --panel [--side] | --error [MORE] | --answer [CALL] VALUE
           %chat --retry [-t ID]
           %chat --fix [MORE] | --figure QUESTION | --agent QUESTION
 
@@ -298,8 +309,14 @@ class ChatMagics(Magics):
 
         Settings: ``%config ChatMagics.model = "MODEL"`` (also base_url,
         provider, store, user, system, live, max_updates_per_second, tools,
-        builtin_tools, agent, approval, context_budget, and
+        builtin_tools, agent, approval, context_budget, panel_area, prices, and
         ``options = {"max_tokens": 500}``), else the NBCHAT_* environment variables.
+
+        The panel: Enter sends, Shift+Enter adds a line, Escape stops the
+        answer, Up recalls earlier questions. ``--panel --side`` (or
+        ``%config ChatMagics.panel_area = "side"``) puts it in JupyterLab's
+        right side area; each answer shows its model, tokens and time, with
+        a cost estimate when ``prices`` (or NBCHAT_PRICES) has the model.
 
         Generation options (``--max-tokens``, ``--temperature``, ``--seed``,
         ``--stop``, ``--tool-choice``, ``-o KEY=VALUE``) apply to one question
@@ -345,6 +362,8 @@ class ChatMagics(Magics):
             return None
         if cell is not None and cell.strip():
             text = "\n".join(part for part in (text, cell.strip("\n").rstrip()) if part)
+        if opts.side and not opts.panel:
+            raise UsageError("--side goes with --panel: %chat --panel --side")
         commands = [name for name in COMMANDS if getattr(opts, name) not in (None, False)]
         if len(commands) > 1:
             raise UsageError(f"use one command at a time, not --{' and --'.join(commands)}")
@@ -679,10 +698,15 @@ class ChatMagics(Magics):
 
     def _cmd_panel(self, opts: Any, text: str) -> None:
         try:
+            from ._side import side_panel
             from .widgets import ChatPanel
         except ImportError as err:
-            raise UsageError(f"the panel is not available: {err}; pip install ipywidgets") from err
-        display(ChatPanel(chat=self.chat))
+            raise UsageError(f"the panel is not available: {err}; pip install nbchat") from err
+        prices = dict(self.prices) or None
+        if opts.side or self.panel_area == "side":
+            display(side_panel(self.chat, prices=prices))  # in a cell: a one-line note
+        else:
+            display(ChatPanel(chat=self.chat, prices=prices))
 
     def _thread_arg(self, value: object) -> int:
         if value in (None, ""):

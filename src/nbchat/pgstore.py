@@ -459,10 +459,12 @@ class PostgresStore:
             f"{name} = %({name})s::jsonb" if name == "settings" else f"{name} = %({name})s"
             for name in changes
         )
+        # A generated title is no activity: the thread keeps its place in lists.
         untitled = " AND title = ''" if only_untitled else ""
+        touch = "" if only_untitled else ", updated = %(now)s"
         with self._db.connection(self._timeout) as conn:
             cursor = conn.execute(
-                f"UPDATE nbchat_threads SET {sets}, updated = %(now)s "
+                f"UPDATE nbchat_threads SET {sets}{touch} "
                 f"WHERE owner = %(user)s AND id = %(tid)s{untitled}",
                 {**changes, "now": time.time(), "user": self.user, "tid": tid},
             )

@@ -325,14 +325,18 @@ class ThreadStore:
         self, thread_id: int, title: str, *, if_untitled: bool = False
     ) -> bool:
         """Retitle a thread (whitespace runs become single spaces); with ``if_untitled``,
-        only a thread that has no title yet (checked under the lock). Whether it changed."""
+        only a thread that has no title yet (checked under the lock), leaving its
+        ``updated`` time as it was. Whether it changed."""
         tid = self._check_id(thread_id)
         title = _check_title(title)
 
         def retitle(db: TinyDB, header: dict[str, Any]) -> bool:
-            if if_untitled and header["title"]:
+            if not if_untitled:
+                _set_header(db, title=title)
+            elif header["title"]:
                 return False
-            _set_header(db, title=title)
+            else:  # a generated title is no activity: the thread keeps its place in lists
+                db.table("thread").update({"title": title}, doc_ids=[1])
             return True
 
         with self._folder.locked():

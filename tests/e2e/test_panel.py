@@ -39,7 +39,7 @@ def test_send_streams_the_answer_and_lists_the_new_thread(notebook, scripted_ser
     out = nb.output(1)
     box = out.locator(".nbchat-panel textarea")
     box.wait_for(timeout=30_000)
-    assert "No thread selected" in out.inner_text()
+    expect(out).to_contain_text("No thread selected")
     nb.screenshot("1-empty-panel")
 
     box.fill("How is tea made?")

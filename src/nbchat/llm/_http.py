@@ -13,6 +13,7 @@ token, so no message, attribute, stored turn or pickle can carry one.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import random
 import re
@@ -79,6 +80,16 @@ def pooled_client(settings: Settings) -> httpx.Client:
             client = httpx.Client(timeout=timeout, follow_redirects=True, trust_env=False)
             _clients[key] = client
         return client
+
+
+@atexit.register
+def close_clients() -> None:
+    """Close every pooled client (at exit, so no connection is left to the collector)."""
+    with _clients_lock:
+        clients = list(_clients.values())
+        _clients.clear()
+    for client in clients:
+        client.close()
 
 
 def headers_for(settings: Settings) -> dict[str, str]:

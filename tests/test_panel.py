@@ -1,0 +1,321 @@
+"""The panel's keyboard box, background answers, store following, usage and long threads.
+
+Widget state driven from code, no kernel: ``.click()``, the question box's
+``submit()``/``stop()``, and the custom messages the browser sends.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import nbchat
+from nbchat import Chat
+from nbchat._usage import parse_prices
+from nbchat.errors import ConfigError
+from nbchat.testing import Reply, ScriptedServer
+from nbchat.widgets import ChatInput, ChatPanel
+
+
+def title_reply(title: str = "A Short Title") -> Reply:
+    return Reply(title, when=lambda body: "conversation title" in body["messages"][0]["content"])
+
+
+@pytest.fixture
+def chat(scripted_server: ScriptedServer, tmp_path) -> Chat:
+    return Chat(base_url=scripted_server.url, model="scripted-small", store=tmp_path / "store")
+
+
+def footer_lines(panel: ChatPanel) -> list[str]:
+    return re.findall(r"<small>(.*?)</small>", panel.conversation.text)
+
+
+# ---------------------------------------------------------------- keyboard
+
+
+def test_enter_in_the_box_sends_and_the_question_joins_the_history(chat, scripted_server):
+    scripted_server.script(title_reply(), Reply("Four.", when="2+2"), Reply("Six.", when="3+3"))
+    panel = ChatPanel(chat=chat)
+    assert panel.input_box.history == []
+
+    panel.input_box._handle_custom_msg({"event": "submit", "value": "What is 2+2?"}, [])
+
+    assert "Four." in panel.conversation.text and panel.input_box.value == ""
+    assert panel.input_box.history == ["What is 2+2?"]
+    panel.input_box.value = "And 3+3?"
+    panel.input_box.submit()
+    assert panel.input_box.history == ["What is 2+2?", "And 3+3?"]
+    assert "Six." in panel.conversation.text
+
+    other = ChatPanel(chat=chat)  # a thread shown anew brings its questions for Up
+    assert other.input_box.history == ["What is 2+2?", "And 3+3?"]
+
+
+def test_enter_while_an_answer_streams_does_not_send_a_second_question(chat, scripted_server):
+    scripted_server.script(title_reply(), Reply("", tokens=400, delay=0.005, when="long"))
+    panel = ChatPanel(chat=chat, background=True)
+    panel.input_box.value = "a long answer please"
+    panel.send_button.click()
+    assert panel.is_streaming and panel.send_button.disabled
+    assert panel.thread_list.disabled and panel.delete_button.disabled  # the answer's thread
+    assert panel.stop_button.layout.display == ""
+
+    panel.input_box.value = "another"
+    panel.input_box.submit()
+
+    assert panel.status.startswith("⚠ an answer is still streaming")
+    assert panel.input_box.value == "another"
+    panel.stop()
+    assert panel.wait(30)
+    assert len(chat.store.get(panel.thread_id).turns) == 1
+
+
+def test_escape_stops_a_background_answer_and_keeps_the_partial_text(chat, scripted_server):
+    scripted_server.script(title_reply(), Reply("", tokens=2000, delay=0.005, when="long"))
+    panel = ChatPanel(chat=chat, background=True)
+    ended = []
+    panel.on_answer(lambda p, result: ended.append(result.status))
+    panel.input_box.value = "a long answer please"
+    panel.send_button.click()
+    thread = panel.thread_id
+    # The kernel is free while it streams: wait for some text from here.
+    for _ in range(400):
+        if "word" in panel.live.text:
+            break
+        panel.wait(0.05)
+    assert panel.is_streaming
+
+    panel.input_box._handle_custom_msg({"event": "stop"}, [])  # what Escape sends
+
+    assert panel.wait(30)
+    assert ended == ["interrupted"] and not panel.is_streaming
+    assert panel.status == "Stopped; the partial answer is kept."
+    assert not panel.send_button.disabled and panel.stop_button.layout.display == "none"
+    assert not panel.thread_list.disabled
+    (turn,) = chat.store.get(thread).turns
+    assert turn.status == "interrupted"
+    assert turn.answer.startswith("word0 word1") and not turn.answer.endswith("word1999")
+    assert "(interrupted)" in panel.conversation.text
+
+
+def test_the_browser_poll_gets_an_answer_and_a_poll_callback(chat):
+    box = ChatInput()
+    seen = []
+    box.on_poll(lambda b: seen.append(b))
+    box._handle_custom_msg({"event": "poll"}, [])
+    assert seen == [box]
+    before = box._focus
+    box.focus()
+    assert box._focus == before + 1
+
+
+# ---------------------------------------------------------------- following the store
+
+
+def test_threads_made_elsewhere_show_up_on_the_next_poll(chat, scripted_server):
+    scripted_server.script(title_reply("Sums And More"), Reply("Four.", when="2+2"))
+    panel = ChatPanel(chat=chat)
+    assert panel.thread_id is None
+    assert panel.sync() is False  # nothing changed: one stat, nothing redrawn
+
+    other = Chat(base_url=scripted_server.url, model="scripted-small", store=chat.store.path)
+    thread = other.new_thread()
+    other.ask(thread, "What is 2+2?")  # as %chat in a cell, or another kernel
+    other.threads()  # the title is written after the answer: wait for it
+    panel.input_box.poll()
+
+    assert [label for label, _ in panel.thread_list.options] == [f"Sums And More (#{thread})"]
+    assert panel.thread_id == thread and "Four." in panel.conversation.text
+    assert panel.sync() is False
+
+    other.update_thread_title(thread, "Renamed elsewhere")  # e.g. a title written later
+    assert panel.sync() is True
+    assert panel.title_box.value == "Renamed elsewhere"
+    assert [label for label, _ in panel.thread_list.options] == [f"Renamed elsewhere (#{thread})"]
+
+
+def test_a_turn_added_elsewhere_to_the_shown_thread_is_drawn(chat, scripted_server):
+    thread = chat.new_thread()
+    chat.append_response(thread, "first question", "first answer", title="Kept")
+    panel = ChatPanel(chat=chat)
+    second = chat.new_thread()  # a newer thread does not take the panel away
+    chat.append_response(thread, "second question", "second answer")
+
+    assert panel.sync() is True
+    assert panel.thread_id == thread
+    assert "second answer" in panel.conversation.text
+    assert [i for _, i in panel.thread_list.options] == [thread, second]
+
+
+# ---------------------------------------------------------------- usage
+
+
+def test_each_answer_shows_its_usage_and_the_header_the_totals(chat, scripted_server):
+    scripted_server.script(title_reply(), Reply("Four.", when="2+2"), Reply("Six.", when="3+3"))
+    panel = ChatPanel(chat=chat, prices={"scripted-small": [1.0, 2.0]})
+    for question in ("What is 2+2?", "And 3+3?"):
+        panel.input_box.value = question
+        panel.send_button.click()
+
+    turns = chat.store.get(panel.thread_id).turns
+    usages = [(t.usage["prompt_tokens"], t.usage["completion_tokens"]) for t in turns]
+    assert all(p > 0 and c > 0 for p, c in usages)
+    lines = footer_lines(panel)
+    assert len(lines) == 2
+    for line, (p, c), turn in zip(lines, usages, turns, strict=True):
+        cost = (p * 1.0 + c * 2.0) / 1e6
+        seconds = turn.finished - turn.started
+        assert line == f"scripted-small · {p:,} in · {c:,} out · {seconds:.1f} s · ≈ ${cost:.4f}"
+    prompt, completion = sum(p for p, _ in usages), sum(c for _, c in usages)
+    total = (prompt + completion * 2.0) / 1e6
+    assert panel.usage == (
+        f"2 answers · {prompt:,} in · {completion:,} out · ≈ ${total:.4f}"
+    )
+    assert "Σ 2 answers" in panel.usage_html.value
+
+
+def test_no_usage_line_when_the_endpoint_reports_none(chat, scripted_server, monkeypatch):
+    monkeypatch.setenv("NBCHAT_PRICES", '{"scripted-small": [1, 2]}')
+    scripted_server.script(title_reply(), Reply("Four.", when="2+2", usage=False))
+    panel = ChatPanel(chat=chat)
+    assert panel.prices == parse_prices({"scripted-small": [1, 2]})
+    panel.input_box.value = "What is 2+2?"
+    panel.send_button.click()
+
+    assert "Four." in panel.conversation.text
+    assert footer_lines(panel) == [] and panel.usage == "" and panel.usage_html.value == ""
+
+
+def test_prices_without_the_model_show_tokens_only(chat, scripted_server):
+    scripted_server.script(title_reply(), Reply("Four.", when="2+2"))
+    panel = ChatPanel(chat=chat, prices={"another-model": {"input": 1, "output": 1}})
+    panel.input_box.value = "What is 2+2?"
+    panel.send_button.click()
+    (line,) = footer_lines(panel)
+    assert line.startswith("scripted-small · ") and "$" not in line and "$" not in panel.usage
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("{not json", "NBCHAT_PRICES is not valid JSON"),
+        ("[1, 2]", "NBCHAT_PRICES must map model names to prices"),
+        ('{"m": [1]}', "the price of 'm' must be two numbers"),
+        ('{"m": [1, -2]}', "the price of 'm' must be two numbers"),
+        ('{"m": {"input": 1}}', "the price of 'm' must be two numbers"),
+    ],
+)
+def test_bad_prices_say_what_is_wrong(value, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        parse_prices(value)
+
+
+# ---------------------------------------------------------------- long threads
+
+
+def test_a_long_thread_shows_its_last_turns_and_earlier_ones_on_demand(chat):
+    thread = chat.new_thread()
+    for n in range(45):
+        chat.append_response(thread, f"question {n}", f"answer {n}.")
+    panel = ChatPanel(chat=chat, page_size=20)
+
+    text = panel.conversation.text
+    assert "answer 44." in text and "answer 25." in text and "answer 24." not in text
+    assert panel.earlier_button.description == "Show earlier (25 more)"
+    assert panel.earlier_button.layout.display == ""
+
+    panel.earlier_button.click()
+    assert "answer 5." in panel.conversation.text and "answer 4." not in panel.conversation.text
+    assert panel.earlier_button.description == "Show earlier (5 more)"
+    panel.earlier_button.click()
+    assert "answer 0." in panel.conversation.text
+    assert panel.earlier_button.layout.display == "none"
+
+
+# ---------------------------------------------------------------- the side area
+
+
+def test_the_side_panel_falls_back_to_the_cell_without_a_kernel(chat, capsys):
+    panel = nbchat.panel(side=True, chat=chat)
+
+    assert isinstance(panel, ChatPanel) and panel.area == "cell"
+    assert capsys.readouterr().out == (
+        "nbchat: the side area needs a Jupyter kernel; the panel is shown here instead.\n"
+    )
+    assert "application/vnd.jupyter.widget-view+json" in panel._repr_mimebundle_()
+
+
+def test_a_side_panel_shows_as_a_note_in_a_cell(chat):
+    panel = ChatPanel(chat=chat, area="side")
+    assert panel._repr_mimebundle_() == {
+        "text/plain": "nbchat: the chat panel is open in JupyterLab's right side area."
+    }
+    assert panel.thread_list.rows == 4
+    with pytest.raises(ValueError, match="area must be one of cell, side"):
+        ChatPanel(chat=chat, area="top")
+
+
+# ---------------------------------------------------------------- the magic
+
+
+@pytest.fixture
+def shell(scripted_server, tmp_path, monkeypatch):
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    from nbchat.magics import load
+
+    monkeypatch.setenv("NBCHAT_BASE_URL", scripted_server.url)
+    monkeypatch.setenv("NBCHAT_MODEL", "scripted-small")
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    ip = InteractiveShell.instance(config=config)
+    load(ip)
+    yield ip
+    InteractiveShell.clear_instance()
+
+
+def test_panel_side_in_a_terminal_falls_back_with_one_line(shell, capsys):
+    shell.run_cell('%config ChatMagics.prices = {"scripted-small": [1, 2]}')
+    capsys.readouterr()
+    result = shell.run_cell("%chat --panel --side")
+    assert result.error_in_exec is None
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (
+        "nbchat: the side area needs a Jupyter kernel; the panel is shown here instead."
+    )
+    assert out[1].startswith("ChatPanel(Chat(")  # the panel itself, as text in a terminal
+
+    shell.run_cell('%config ChatMagics.panel_area = "side"')
+    capsys.readouterr()
+    shell.run_cell("%chat --panel")
+    assert capsys.readouterr().out.startswith("nbchat: the side area needs a Jupyter kernel")
+
+
+def test_side_goes_with_panel(shell, capsys):
+    result = shell.run_cell("%chat --side")
+    assert str(result.error_in_exec) == "--side goes with --panel: %chat --panel --side"
+
+
+def test_bad_prices_in_config_are_one_line(shell, capsys):
+    shell.run_cell('%config ChatMagics.prices = {"scripted-small": "cheap"}')
+    result = shell.run_cell("%chat --panel")
+    assert str(result.error_in_exec).startswith(
+        "prices: the price of 'scripted-small' must be two numbers"
+    )
+
+
+def test_the_panel_follows_either_store(location, scripted_server):
+    chat = Chat(base_url=scripted_server.url, model="scripted-small", store=location)
+    panel = ChatPanel(chat=chat)
+    assert panel.sync() is False
+
+    other = Chat(base_url=scripted_server.url, model="scripted-small", store=location)
+    thread = other.new_thread()
+    other.append_response(thread, "made in another kernel", "Seen.", title="Elsewhere")
+
+    assert panel.sync() is True
+    assert panel.thread_id == thread and "Seen." in panel.conversation.text
+    assert panel.sync() is False
