@@ -227,19 +227,24 @@ def migrate(conn: Any, where: str) -> tuple[str, bool]:
     role, bypass = conn.execute(
         "SELECT current_user, rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user"
     ).fetchone()
-    version = _version(conn)
-    if version != SCHEMA_VERSION:
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", [_MIGRATION_LOCK])
-            version = _version(conn)
-            if version > SCHEMA_VERSION:
-                raise StoreVersionError(
-                    f"the thread store at {where} has schema {version}, from a newer nbchat; "
-                    f"upgrade nbchat (this one knows schema {SCHEMA_VERSION})"
-                )
-            for number in range(version + 1, SCHEMA_VERSION + 1):
-                conn.execute(MIGRATIONS[number - 1])
-                conn.execute("UPDATE nbchat_schema SET version = %s", [number])
+    if _version(conn) != SCHEMA_VERSION:
+        # The lock is taken before the transaction starts: a transaction reads the
+        # catalog as it was when it began, so one that waited inside for another
+        # process's migration would not see the tables that migration created.
+        conn.execute("SELECT pg_advisory_lock(%s)", [_MIGRATION_LOCK])
+        try:
+            with conn.transaction():
+                version = _version(conn)
+                if version > SCHEMA_VERSION:
+                    raise StoreVersionError(
+                        f"the thread store at {where} has schema {version}, from a newer "
+                        f"nbchat; upgrade nbchat (this one knows schema {SCHEMA_VERSION})"
+                    )
+                for number in range(version + 1, SCHEMA_VERSION + 1):
+                    conn.execute(MIGRATIONS[number - 1])
+                    conn.execute("UPDATE nbchat_schema SET version = %s", [number])
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", [_MIGRATION_LOCK])
     owner = conn.execute(
         "SELECT pg_has_role(current_user, relowner, 'USAGE') FROM pg_class "
         "WHERE oid = 'nbchat_threads'::regclass"
