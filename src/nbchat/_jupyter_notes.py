@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import re
 
+from IPython import get_ipython
 from IPython.display import display
+
+from ._notices import print_note
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>#|~])")
 _COMMAND = re.compile(r"(%env \S+)")
 
 
 def show_note(text: str) -> None:
-    """Display ``text`` as a calm note in the current output."""
+    """Display ``text`` as a calm note in the current output (stderr with no shell left)."""
+    if get_ipython() is None:
+        print_note(text)
+        return
     display({"text/markdown": to_markdown(text), "text/plain": text}, raw=True)
 
 
