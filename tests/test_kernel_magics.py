@@ -125,7 +125,11 @@ def test_a_new_thread_gets_a_title_after_its_first_answer(
                   Reply("Use melt."))
     run = kernel.ok("%chat -n How do I reshape a data frame?")
     thread = only_output(run)["metadata"]["nbchat"]["thread"]
-    assert ThreadStore(store_path, USER).get(thread).title == "Tidy Data Frames"
+    store = ThreadStore(store_path, USER)
+    deadline = time.monotonic() + 30  # the title is asked for after the cell is done
+    while not store.get(thread).title and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.get(thread).title == "Tidy Data Frames"
 
 
 def test_non_interactive_runs_render_once(kernel: Kernel, server: ScriptedServer) -> None:

@@ -17,6 +17,7 @@ Answers, from a prompt or from code: ``"run"`` (or True, ``"yes"``);
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -72,6 +73,7 @@ class RunCode(ClientTool):
     def __init__(self, runner: Runner, *, approval: str = "always") -> None:
         self.runner = runner
         self.approval = effective_approval(approval)
+        self._shown = threading.local()  # what the last run in this thread did
 
     def prompt(self, arguments: dict[str, Any]) -> dict[str, Any]:
         code = str(arguments["code"])
@@ -120,12 +122,19 @@ class RunCode(ClientTool):
             why = f" Their reason: {decision.reason}" if decision.reason else ""
             return f"The user rejected running the code; it did not run.{why}"
         ran = self.runner(decision.code)
+        edited = " (edited)" if decision.action == "edit" else ""
+        self._shown.text = f"▶ ran{edited}:\n{decision.code.rstrip()}\n──\n{ran}"
         if decision.action == "edit":
             return (
                 "The user edited the code before running it; this is what ran:\n"
                 f"```python\n{decision.code}\n```\n{ran}"
             )
         return ran
+
+    def shown_output(self, arguments: dict[str, Any], answer: object) -> str:
+        """The code that ran and what it printed, returned or raised (once, after the run)."""
+        text, self._shown.text = getattr(self._shown, "text", ""), ""
+        return str(text)
 
     def output_description_instructions(self, arguments: dict[str, Any], answer: object) -> str:
         if isinstance(answer, CodeDecision) and answer.action == "reject":

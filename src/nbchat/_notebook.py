@@ -206,14 +206,14 @@ class Notebook:
 
 
 def show_run(result: RunResult) -> None:
-    """Show in the current cell what a run printed and displayed, then its value or error."""
-    print(f"▶ ran:\n{result.code}")
+    """Show in the current cell the rich outputs (figures, tables) a run displayed.
+
+    What it printed, returned or raised reaches the cell with the tool's result,
+    wherever the turn is shown (the cell, the display below a clicked prompt).
+    """
     if result.captured is not None:
-        result.captured.show()
-    if result.result is not None:
-        print(result.result)
-    if result.error is not None:
-        print(result.error, file=sys.stderr)
+        for output in result.captured.outputs:
+            output.display()
 
 
 def _format(exc: BaseException) -> str:

@@ -44,6 +44,7 @@ class TurnView:
         self.sink = sink
         self.blocks: list[list[str] | str] = []  # text parts, or a tool call id
         self.tools: dict[str, str] = {}
+        self.shown: dict[str, str] = {}  # what a tool's answer did, for the person
         self.size = 0
         self.thread_id: int | None = None
         self.turn = 0
@@ -76,7 +77,7 @@ class TurnView:
         elif kind is ToolResult:
             outcome = f"✗ {_first_line(event.output)}" if event.is_error else (
                 f"→ {len(event.output)} chars")
-            self._tool(event.call, outcome)
+            self._tool(event.call, outcome, shown=event.shown)
         elif kind is ToolCallPending:
             self.pending.append(event.pending)
             self._tool(event.call, "waits for your answer")
@@ -105,12 +106,14 @@ class TurnView:
         self.size += len(text)
         self.sink.text(self, text)
 
-    def _tool(self, call: ToolCall, outcome: str, *, done: bool = True) -> None:
+    def _tool(self, call: ToolCall, outcome: str, *, done: bool = True, shown: str = "") -> None:
         self._start()
         if call.id not in self.tools:
             self.blocks.append(call.id)
         self.tools[call.id] = f"🔧 `{call.name}` {outcome}"
-        self.sink.line(self, self.tools[call.id], done=done)
+        if shown:
+            self.shown[call.id] = shown
+        self.sink.line(self, self.tools[call.id], done=done, shown=shown)
 
     def fail(self, error: NbchatError, text: str | None = None) -> None:
         self.status, self.error, self.ended = "failed", error, True
@@ -127,9 +130,17 @@ class TurnView:
         texts = ["".join(b) for b in self.blocks if isinstance(b, list)]
         return "\n\n".join(t.strip("\n") for t in texts if t.strip())
 
+    def _tool_markdown(self, call_id: str) -> str:
+        shown = self.shown.get(call_id)
+        if not shown:
+            return self.tools[call_id]
+        fence = "````" if "```" in shown else "```"
+        return f"{self.tools[call_id]}\n\n{fence}text\n{shown.rstrip()}\n{fence}"
+
     def markdown(self) -> str:
         pieces = [
-            "".join(b).strip("\n") if isinstance(b, list) else self.tools[b] for b in self.blocks
+            "".join(b).strip("\n") if isinstance(b, list) else self._tool_markdown(b)
+            for b in self.blocks
         ]
         if self.reasoning:
             pieces.insert(0, reasoning_block("".join(self.reasoning), done=bool(self.blocks)))
@@ -167,7 +178,7 @@ class Sink:
 
     def reasoning(self, turn: TurnView, text: str) -> None: ...
 
-    def line(self, turn: TurnView, line: str, *, done: bool) -> None: ...
+    def line(self, turn: TurnView, line: str, *, done: bool, shown: str = "") -> None: ...
 
     def final(self, turn: TurnView, metadata: dict[str, Any], *, show_error: bool) -> None: ...
 
@@ -196,7 +207,7 @@ class DisplaySink(Sink):
     def reasoning(self, turn: TurnView, text: str) -> None:
         self.text(turn, text)
 
-    def line(self, turn: TurnView, line: str, *, done: bool) -> None:
+    def line(self, turn: TurnView, line: str, *, done: bool, shown: str = "") -> None:
         if self.live:
             self._show({"text/markdown": turn.markdown()})
 
@@ -246,10 +257,12 @@ class TextSink(Sink):
         sys.stdout.flush()
         self.at_line_start = text.endswith("\n")
 
-    def line(self, turn: TurnView, line: str, *, done: bool) -> None:
+    def line(self, turn: TurnView, line: str, *, done: bool, shown: str = "") -> None:
         if done:  # a terminal can't rewrite a line: print each tool's outcome once
             self._newline()
             print(_plain(line), flush=True)
+            if shown:
+                print(shown.rstrip(), flush=True)
 
     def final(self, turn: TurnView, metadata: dict[str, Any], *, show_error: bool) -> None:
         self._newline()

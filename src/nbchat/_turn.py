@@ -252,7 +252,8 @@ def _handle_call(spec: TurnSpec, call: ToolCall, pending: list[PendingCall]) -> 
         automatic = tool.auto_response(arguments)
         if automatic is not None:
             answer = tool.parse_response(arguments, automatic)
-            return ToolResult(call, tool.get_tool_output(arguments, answer))
+            output = tool.get_tool_output(arguments, answer)
+            return ToolResult(call, output, shown=tool.shown_output(arguments, answer))
         prompt = Prompt.from_dict(tool.prompt(arguments), default_question=call.name)
     except ToolError as error:  # bad arguments, unmet requirements, unknown tool
         return ToolResult(call, f"error: {error}", is_error=True)

@@ -739,9 +739,11 @@ class Chat(_Engine):
         turn = self.store.claim_call(
             thread_id, call.turn, call.call_id, output=output, answer=record
         )
+        shown = ""
         if acts:
             output, turn = self._act_on_answer(call, tool, answer)
-        result = ToolResult(call.call, output)
+            shown = tool.shown_output(call.arguments, answer)
+        result = ToolResult(call.call, output, shown=shown)
         if turn.status == "suspended":
             finished = TurnFinished(thread_id, call.turn, turn.answer, "suspended", thread.model)
             return Answer.streaming(iter([result, *map(ToolCallPending, turn.pending), finished]))

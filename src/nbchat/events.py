@@ -71,11 +71,16 @@ class TurnStarted:
 
 @dataclass(frozen=True)
 class ToolResult:
-    """A tool call got its output (kernel tool ran, or a client-tool answer was accepted)."""
+    """A tool call got its output (kernel tool ran, or a client-tool answer was accepted).
+
+    ``shown`` is what the person should see of what the answer did (the output
+    of code it ran), apart from ``output``, which is written for the model.
+    """
 
     call: ToolCall
     output: str
     is_error: bool = False
+    shown: str = ""
 
 
 @dataclass(frozen=True)

@@ -303,6 +303,14 @@ class ClientTool(Tool):
         """An answer to give without asking the person (a policy allows it); None asks."""
         return None
 
+    def shown_output(self, arguments: dict[str, Any], answer: object) -> str:
+        """What the person should see of what the answer did, once :meth:`output` ran.
+
+        Empty by default. A tool that acts on its answer (runs code, say) returns
+        what that did, and the front end shows it under the tool's line.
+        """
+        return ""
+
     def check_requirements(self, context: ToolContext, arguments: dict[str, Any]) -> None:
         """Raise :class:`~nbchat.errors.ToolRequirementsNotMet` unless ``context`` may call.
 

@@ -51,6 +51,8 @@ def test_edit_then_run_runs_the_edited_code(notebook, scripted_server, tmp_path)
     nb.screenshot("2-editing")
     out.get_by_role("button", name=re.compile(r"Run edited")).click()
     nb.wait_for_text(1, "The median is 10.0.")
+    nb.wait_for_text(1, "▶ ran (edited):")  # what ran and its result, in the cell
+    assert "result:\n10.0" in out.inner_text()
     assert run.is_disabled() and editor.is_disabled()
     nb.screenshot("3-ran-edited")
     told = [r.messages[-1]["content"] for r in scripted_server.chat_requests
