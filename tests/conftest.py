@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+from shell_helpers import ip, run, server  # noqa: F401  (fixtures for the magics tests)
+
 pytest_plugins = ["store_backends"]  # the store fixtures for both backends
 
 _CLEARED = ("OPENAI_API_KEY", "JUPYTERHUB_USER")

@@ -6,62 +6,19 @@ line. Rendering in notebooks is tested in real kernels (test_kernel_magics.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
-from traitlets.config import Config
 
 from nbchat import ChatHistory
 from nbchat._magic_syntax import protect_chat_questions, split_options
-from nbchat.chat import TITLE_PROMPT
 from nbchat.magics import ChatMagics, load, unload
 from nbchat.store import ThreadStore
 from nbchat.testing import Reply, ScriptedServer
-
-
-@dataclass
-class Ran:
-    result: Any
-    out: str
-    err: str
-
-    @property
-    def error(self) -> BaseException | None:
-        return self.result.error_in_exec or self.result.error_before_exec
-
-
-@pytest.fixture
-def server(scripted_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch) -> ScriptedServer:
-    monkeypatch.setenv("NBCHAT_BASE_URL", scripted_server.url)
-    monkeypatch.setenv("NBCHAT_MODEL", "scripted-small")
-    return scripted_server
-
-
-@pytest.fixture
-def ip(server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
-    monkeypatch.chdir(tmp_path)
-    config = Config()
-    config.HistoryManager.hist_file = ":memory:"
-    shell = InteractiveShell.instance(config=config)
-    load(shell)
-    yield shell
-    InteractiveShell.clear_instance()
-
-
-@pytest.fixture
-def run(ip: InteractiveShell, capsys: pytest.CaptureFixture[str]):
-    def run(code: str) -> Ran:
-        capsys.readouterr()
-        result = ip.run_cell(code, store_history=True)  # as a terminal does
-        captured = capsys.readouterr()
-        return Ran(result, captured.out, captured.err)
-
-    return run
+from shell_helpers import Ran, asked, is_title_body
 
 
 def questions(server: ScriptedServer) -> list[str]:
@@ -69,16 +26,8 @@ def questions(server: ScriptedServer) -> list[str]:
     return [r.messages[-1]["content"] for r in server.chat_requests if not _is_title(r)]
 
 
-def asked(server: ScriptedServer) -> list[Any]:
-    return [r for r in server.chat_requests if not _is_title(r)]
-
-
 def _is_title(request: Any) -> bool:
-    return _is_title_body({"messages": request.messages})
-
-
-def _is_title_body(body: dict[str, Any]) -> bool:
-    return body["messages"][0].get("content") == TITLE_PROMPT
+    return is_title_body({"messages": request.messages})
 
 
 def store(tmp_path: Path) -> ThreadStore:
@@ -115,7 +64,7 @@ def usage_error(ran: Ran) -> str:
 def test_a_line_is_a_question_whatever_its_words_and_last_character(
     run: Any, server: ScriptedServer, line: str, question: str
 ) -> None:
-    server.script(Reply("An answer.", when=lambda body: not _is_title_body(body)))
+    server.script(Reply("An answer.", when=lambda body: not is_title_body(body)))
     ran = run(f"%chat {line}")
     assert ran.error is None, ran.err
     assert questions(server) == [question]
