@@ -68,17 +68,17 @@ def _sampled(rows: int) -> tuple[int, str]:
     return step, f" (over every {step:,}th row: {_count(-(-rows // step))} of {_count(rows)})"
 
 
+def _instance_of(module: str, name: str) -> Callable[[object], bool]:
+    """A check for ``module.name`` instances that never imports ``module``."""
+
+    def check(obj: object) -> bool:
+        loaded = sys.modules.get(module)
+        return loaded is not None and isinstance(obj, getattr(loaded, name))
+
+    return check
+
+
 # -- pandas -----------------------------------------------------------------------
-def _is_pandas_frame(obj: object) -> bool:
-    pandas = sys.modules.get("pandas")
-    return pandas is not None and isinstance(obj, pandas.DataFrame)
-
-
-def _is_pandas_series(obj: object) -> bool:
-    pandas = sys.modules.get("pandas")
-    return pandas is not None and isinstance(obj, pandas.Series)
-
-
 def _pandas_frame(df: Any) -> Described:
     rows, columns = df.shape
     kind = f"DataFrame {_count(rows)}×{_count(columns)}"
@@ -167,16 +167,6 @@ def _float(value: Any) -> str:
 
 
 # -- polars -----------------------------------------------------------------------
-def _is_polars_frame(obj: object) -> bool:
-    polars = sys.modules.get("polars")
-    return polars is not None and isinstance(obj, polars.DataFrame)
-
-
-def _is_polars_series(obj: object) -> bool:
-    polars = sys.modules.get("polars")
-    return polars is not None and isinstance(obj, polars.Series)
-
-
 def _polars_frame(df: Any) -> Described:
     rows, columns = df.shape
     kind = f"polars DataFrame {_count(rows)}×{_count(columns)}"
@@ -227,11 +217,6 @@ def _polars_stats(series: Any) -> str:
 
 
 # -- numpy ------------------------------------------------------------------------
-def _is_ndarray(obj: object) -> bool:
-    numpy = sys.modules.get("numpy")
-    return numpy is not None and isinstance(obj, numpy.ndarray)
-
-
 def _ndarray(array: Any) -> Described:
     numpy = sys.modules["numpy"]
     shape = "×".join(_count(n) for n in array.shape) or "scalar"
@@ -349,9 +334,15 @@ def _is_container(obj: object) -> bool:
 
 
 _BY_LIBRARY: dict[str, list[tuple[Callable[[object], bool], Callable[[Any], Described]]]] = {
-    "pandas": [(_is_pandas_frame, _pandas_frame), (_is_pandas_series, _pandas_series)],
-    "polars": [(_is_polars_frame, _polars_frame), (_is_polars_series, _polars_series)],
-    "numpy": [(_is_ndarray, _ndarray)],
+    "pandas": [
+        (_instance_of("pandas", "DataFrame"), _pandas_frame),
+        (_instance_of("pandas", "Series"), _pandas_series),
+    ],
+    "polars": [
+        (_instance_of("polars", "DataFrame"), _polars_frame),
+        (_instance_of("polars", "Series"), _polars_series),
+    ],
+    "numpy": [(_instance_of("numpy", "ndarray"), _ndarray)],
     "matplotlib": [(_is_figure, _figure)],
 }
 _GENERAL: list[tuple[Callable[[object], bool], Callable[[Any], Described]]] = [
