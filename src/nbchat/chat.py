@@ -103,10 +103,6 @@ class Answer:
         """An Answer that fills in as ``events`` are iterated."""
         return cls(status="streaming", events=events)
 
-    @property
-    def is_done(self) -> bool:
-        return self.status != "streaming"
-
     def __iter__(self) -> Iterator[Event]:
         events, self.events = self.events, None
         if events is None:

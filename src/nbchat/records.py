@@ -11,10 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-TurnStatus = Literal["streaming", "complete", "incomplete", "suspended", "interrupted", "failed"]
-PROMPT_KINDS = ("text", "choice", "confirm", "code", "custom")
+from typing import Any
 
 
 class RecordError(ValueError):
