@@ -5,28 +5,36 @@
 
 Both sides send the same request body (the one nbchat builds, with the same
 ``max_tokens`` and ``temperature``) to the same llama.cpp server
-(``nbchat[local]``, started if none runs, stopped again if this script started
-it), over one kept-alive connection each. Measured per run: time to first
+(``nbchat[local]``: xllamacpp, started if none runs, stopped again if this
+script started it), over one kept-alive connection each. Measured per run: time to first
 token (request sent → first text delta) and tokens per second after the first
 token (llama.cpp sends one token per chunk), pooled over the runs. nbchat
 decodes with its SSE decoder into ``TextDelta`` events; the bare loop uses
 ``httpx.iter_lines`` and ``json.loads``. Runs alternate so that drift in the
 server's speed hits both.
 
-Also measured: the prompt tokens the built-in client tools add to a request
-(as the server counts them), and the time to pick the window of a
-10,000-turn thread that fits a 4,096-token context.
+Also measured: the decode rate for each thread count the server could get
+(1, nbchat's choice, every CPU), on an idle machine and beside one process
+that keeps a CPU busy (what a shared or working machine looks like); the
+prompt tokens the built-in client tools add to a request (as the server
+counts them); and the time to pick the window of a 10,000-turn thread that
+fits a 4,096-token context.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import socket
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -117,9 +125,11 @@ def main() -> None:
     server = local.ensure_local_server()
     if not already_running:
         print(f"server started in {time.perf_counter() - started:.2f} s")
+    options = {"max_tokens": args.max_tokens, "temperature": 0.0}
     try:
-        compare(server, args.runs, {"max_tokens": args.max_tokens, "temperature": 0.0})
+        compare(server, args.runs, options)
         tool_cost(server)
+        thread_counts(server.model_path, args.runs, options)
     finally:
         if not already_running:
             local.stop_local_server()
@@ -160,10 +170,8 @@ def compare(server: local.LocalServer, runs: int, options: dict[str, Any]) -> No
 def tool_cost(server: local.LocalServer) -> None:
     """Prompt tokens the built-in client tools add, as the server counts them.
 
-    llama-cpp-python renders tools into the prompt only with a tool-aware chat
-    format (the bundled model's template has none), so the schemas' own token
-    count, from the server's tokenizer, is printed too: what a tool-aware
-    template (llama-server's) adds at least.
+    The schemas' own token count, from the server's tokenizer, is printed too:
+    what a tool-aware template adds at least.
     """
     client = LLMClient(Settings(base_url=server.url, model=server.model, origin="local"))
     messages = [{"role": "user", "content": PROMPT}]
@@ -177,14 +185,89 @@ def tool_cost(server: local.LocalServer) -> None:
     bare, with_tools = counts
     root = server.url.removesuffix("/v1")
     with httpx.Client(timeout=60, trust_env=False) as http:
-        counted = http.post(
-            f"{root}/extras/tokenize/count", json={"input": json.dumps(schemas)}
-        ).json()
+        counted = http.post(f"{root}/tokenize", json={"content": json.dumps(schemas)}).json()
     print(
-        f"prompt tokens: {bare} without tools, {with_tools} with the built-in client tools "
-        f"(the bundled template leaves tools out); the schemas themselves are "
-        f"{counted.get('count')} tokens ({len(json.dumps(schemas))} characters)"
+        f"prompt tokens: {bare} without tools, {with_tools} with the built-in client tools; "
+        f"the schemas themselves are {len(counted['tokens'])} tokens "
+        f"({len(json.dumps(schemas))} characters)"
     )
+
+
+def thread_counts(model_path: Path, runs: int, options: dict[str, Any]) -> None:
+    """Decode rate by thread count, idle and beside one busy process (servers of its own)."""
+    cpus = os.cpu_count() or 1
+    counts = sorted({1, local.default_threads(), cpus})
+    messages = [{"role": "user", "content": PROMPT}]
+    body = OpenAIProvider().chat_body(messages, "m", None, stream=True, options=options)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"threads (nbchat chooses {local.default_threads()} of {cpus} CPUs; load average "
+        f"{load:.1f} before), {runs} runs each:"
+    )
+    for busy in (False, True):
+        for threads in counts:
+            with (
+                _server(model_path, threads) as url,
+                _busy_cpu(busy),
+                httpx.Client(timeout=120, trust_env=False) as http,
+            ):
+                measure(lambda: via_httpx(http, url, body))  # warm-up
+                results = [measure(lambda: via_httpx(http, url, body)) for _ in range(runs)]
+            rates = sorted(r.rate for r in results)
+            print(
+                f"  {threads} thread{'s' if threads > 1 else ' '} "
+                f"{'beside one busy CPU' if busy else 'with no load of ours'}: "
+                f"{sum(r.tokens - 1 for r in results) / sum(r.generating for r in results):6.1f}"
+                f" tok/s pooled (runs {rates[0]:.0f}..{rates[-1]:.0f}), "
+                f"TTFT median {statistics.median(r.ttft for r in results) * 1000:.0f} ms"
+            )
+
+
+@contextlib.contextmanager
+def _server(model_path: Path, threads: int) -> Iterator[str]:
+    """A model server of this benchmark's own with ``threads`` threads; its ``/v1`` URL."""
+    with socket.socket() as probe:
+        probe.bind((local.HOST, 0))
+        port = probe.getsockname()[1]
+    command = [
+        sys.executable, "-m", "nbchat.llm._local_server", "--model", str(model_path),
+        "--alias", "m", "--port", str(port), "--context", str(local.CONTEXT_TOKENS),
+        "--threads", str(threads),
+    ]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://{local.HOST}:{port}/v1"
+    try:
+        deadline = time.monotonic() + 60
+        while not _answers(url):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"a server with {threads} threads did not start")
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/models", timeout=1, trust_env=False).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@contextlib.contextmanager
+def _busy_cpu(busy: bool) -> Iterator[None]:
+    """One process that spins (for at most 10 minutes), or nothing."""
+    if not busy:
+        yield
+        return
+    spin = "import time\nend = time.monotonic() + 600\nwhile time.monotonic() < end: pass"
+    process = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        yield
+    finally:
+        process.kill()
+        process.wait()
 
 
 def window_selection(turns: int = 10_000, context: int = 4096) -> None:
