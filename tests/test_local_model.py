@@ -268,6 +268,15 @@ def test_whole_answer_with_usage(client: LLMClient):
     assert reply.tool_calls == ()
 
 
+def test_questions_sent_back_to_back_all_get_answers(client: LLMClient):
+    # llama.cpp's server closes the connection after each streamed answer while
+    # offering keep-alive: a request sent at once on the pooled socket meets the close.
+    question = [{"role": "user", "content": "Say hi."}]
+    for _ in range(20):
+        events = list(client.stream(question, model="smollm2", options={"max_tokens": 2}))
+        assert isinstance(events[-1], ReplyFinished)
+
+
 def test_follow_up_question_sends_the_context(client: LLMClient):
     history = ChatHistory(system="You are a helpful assistant. Answer briefly.")
     history.chat_as_user("My name is Ada. What is 2 + 2?")

@@ -162,10 +162,22 @@ def send(
     url = settings.base_url
     deadline = time.monotonic() + settings.retry_budget
     attempt = 0
+    resent = False
     while True:
         attempt += 1
         try:
             response = client.send(request, stream=True)
+        except httpx.RemoteProtocolError as exc:
+            # llama.cpp's server closes the connection after a streamed answer while
+            # offering keep-alive: the next request, on the pooled socket, is lost
+            # unread. Sent once more on a new connection; that is not a retry.
+            if resent or not _closed_before_answering(exc):
+                raise LLMConnectError(
+                    f"talking to the model endpoint at {url} failed: {_reason(exc)}", url=url
+                ) from exc
+            resent = True
+            attempt -= 1
+            continue
         except httpx.ConnectError as exc:
             error: LLMError = LLMConnectError(
                 f"cannot connect to the model endpoint at {url} ({_reason(exc)}); "
@@ -276,6 +288,10 @@ def _retry_after(response: httpx.Response) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         return None
+
+
+def _closed_before_answering(exc: httpx.RemoteProtocolError) -> bool:
+    return "without sending a response" in str(exc)
 
 
 def _backoff(attempt: int) -> float:
