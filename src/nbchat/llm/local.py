@@ -248,8 +248,8 @@ def _require_server_installed() -> None:
 def default_threads() -> int:
     """Threads for the local model: half the CPUs this process may use, at least one.
 
-    Every step of llama.cpp waits for its slowest thread: on 2 CPUs with anything
-    else running, two threads decoded at a tenth of one thread's rate
+    Every step of llama.cpp waits for its slowest thread: on 2 CPUs shared with
+    other work, two threads decoded at a tenth to a half of one thread's rate
     (``benchmarks/local_model.py``).
     """
     usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
