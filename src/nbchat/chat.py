@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import markup
 from ._endings import fit_history, refit_history
 from ._titles import clean_title
 from ._turn import NullRecorder, TurnSpec, run_turn
@@ -157,8 +158,8 @@ class Answer:
     def __str__(self) -> str:
         return self.text
 
-    def _repr_markdown_(self) -> str:
-        return self.text
+    def _repr_html_(self) -> str:
+        return markup.styled(markup.markdown(self.text))
 
 
 class ThreadRecorder:
@@ -724,6 +725,7 @@ class Chat(_Engine):
         call = self._find_pending(thread, call_id)
         tool = self.toolbox.client_tool(call.tool)
         self._check_stored_call(thread, call, tool)
+        self._check_shown(thread, call, tool, response)
         context = ToolContext(self.user, thread.user, self.permissions, thread_id)
         tool.check_requirements(context, call.arguments)
         answer = tool.parse_response(call.arguments, response)
@@ -808,6 +810,19 @@ class Chat(_Engine):
                 self._check_stored_call(thread, call, tool)
         return calls
 
+    def _check_shown(
+        self, thread: Thread, call: PendingCall, tool: ClientTool, response: object
+    ) -> None:
+        """An answer given to what a prompt showed must meet the same call in the store."""
+        check = getattr(tool, "check_shown", None)
+        why = check(call.arguments, response) if check is not None else None
+        if why:
+            where = self.store.location(thread.id)
+            raise StoreCorrupt(
+                f"{where} holds a pending {call.tool!r} call whose {why}; nothing ran; "
+                "ask again to see the code again", path=where,
+            )
+
     def _check_stored_call(self, thread: Thread, call: PendingCall, tool: ClientTool) -> None:
         """A stored call's arguments must still be what the tool accepts (files get edited)."""
         try:
@@ -867,6 +882,7 @@ class Chat(_Engine):
                 f"was answered ({done.shown}); nothing was sent again",
                 thread_id=thread.id,
                 call_id=done.call_id,
+                answer=done.shown,
             )
         if not calls:
             raise NoPendingCall(f"thread {thread.id} has no client-tool call waiting for an answer")

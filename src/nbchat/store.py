@@ -150,6 +150,11 @@ class SearchHit:
 
     def snippet(self, text: str, width: int = 100) -> str:
         """About *width* characters of the turn around *text* (or one of its words), in bold."""
+        before, match, after = self.snippet_parts(text, width)
+        return f"{before}**{match}**{after}" if match else before
+
+    def snippet_parts(self, text: str, width: int = 100) -> tuple[str, str, str]:
+        """The snippet as (before, the match, after); the match is "" when nothing matched."""
         body = " ".join(f"{self.query} — {self.answer}".split())
         lowered = body.lower()
         for needle in (" ".join(text.split()), *re.findall(r"\w+", text)):
@@ -157,13 +162,13 @@ class SearchHit:
             if at >= 0:
                 break
         else:
-            return body[:width] + ("…" if len(body) > width else "")
+            return body[:width] + ("…" if len(body) > width else ""), "", ""
         end = at + len(needle)
         start = max(0, min(at - (width - len(needle)) // 2, len(body) - width))
         stop = max(end, start + width)
         return (
-            f"{'…' if start else ''}{body[start:at]}**{body[at:end]}**{body[end:stop]}"
-            f"{'…' if stop < len(body) else ''}"
+            f"{'…' if start else ''}{body[start:at]}", body[at:end],
+            f"{body[end:stop]}{'…' if stop < len(body) else ''}",
         )
 
 
@@ -558,12 +563,14 @@ class ThreadStore:
         writer: str,
     ) -> Turn:
         current = self._set_turn(db, tid, index, {}, writer)
-        if any(done.call_id == call_id for done in current.answered):
+        won = next((done for done in current.answered if done.call_id == call_id), None)
+        if won is not None:
             raise AlreadyAnswered(
                 f"already answered: call {call_id!r} in thread {tid} was answered "
-                f"by someone else first; nothing was sent again",
+                f"({won.shown}) by someone else first; nothing was sent again",
                 thread_id=tid,
                 call_id=call_id,
+                answer=won.shown,
             )
         waiting = [call for call in current.pending if call.call_id == call_id]
         if current.status != "suspended" or not waiting:
