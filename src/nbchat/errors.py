@@ -234,11 +234,13 @@ class AlreadyAnswered(NoPendingCall):
     """Another answer to the same call was recorded first; this one changed nothing."""
 
     def __init__(
-        self, message: str, *, thread_id: int | None = None, call_id: str | None = None
+        self, message: str, *, thread_id: int | None = None, call_id: str | None = None,
+        answer: str = "",
     ) -> None:
         super().__init__(message)
         self.thread_id = thread_id
         self.call_id = call_id
+        self.answer = answer  # the answer that was recorded, in words ("" if unknown)
 
 
 class TurnInterrupted(NbchatError):
