@@ -207,14 +207,25 @@ class _Titles:
 
     The cell is done when the answer is: the title request runs in a daemon
     thread and its result is a store update (the panel and ``--list`` read it
-    from there). Listing in the same process waits for titles under way (a
-    few seconds at most), so ``%chat --list`` right after an answer shows it.
-    At exit a script waits briefly for them too.
+    from there). Every Chat of the process on the same store and user shares
+    one registry (:meth:`shared`), so listing from any of them waits for the
+    titles under way (a few seconds at most): ``%chat --list`` right after
+    ``chat.ask(…)`` shows the title. At exit a script waits briefly for them too.
     """
 
     def __init__(self) -> None:
         self._workers: dict[int, threading.Thread] = {}
         self._lock = threading.Lock()
+
+    @classmethod
+    def shared(cls, store: Store) -> _Titles:
+        """The registry of the titles under way for *store*'s user in this process."""
+        key = (type(store).__name__, store.location(), store.user)
+        with _SHARED_LOCK:
+            titles = _SHARED_TITLES.get(key)
+            if titles is None:
+                titles = _SHARED_TITLES[key] = cls()
+        return titles
 
     def start(self, chat: Chat, thread_id: int) -> None:
         with self._lock:
@@ -233,7 +244,7 @@ class _Titles:
         for worker in list(self._workers.values()):
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             worker.join(left)
-        return not any(worker.is_alive() for worker in self._workers.values())
+        return not any(worker.is_alive() for worker in list(self._workers.values()))
 
     def _title(self, chat: Chat, thread_id: int) -> None:
         try:
@@ -248,6 +259,10 @@ class _Titles:
 
 TITLE_WAIT = 15.0  # seconds listing waits for a title under way
 _RUNNING_TITLES: weakref.WeakSet[_Titles] = weakref.WeakSet()
+_SHARED_TITLES: weakref.WeakValueDictionary[tuple[str, str, str], _Titles] = (
+    weakref.WeakValueDictionary()
+)
+_SHARED_LOCK = threading.Lock()
 
 
 @atexit.register
@@ -447,7 +462,7 @@ class Chat(_Engine):
         self.store: Store = (
             given if given is not None else open_store(self.settings.store, self.settings.user)
         )
-        self._titles = _Titles()
+        self._titles = _Titles.shared(self.store)
 
     def __repr__(self) -> str:
         return f"Chat(user={self.store.user!r}, store={self.store.location()!r})"
