@@ -706,16 +706,21 @@ class Chat(_Engine):
 
         Stored calls are checked against their tool's schema: a damaged one
         raises StoreCorrupt for its thread, and over all threads a thread that
-        cannot be read is left out, so the healthy ones still work.
+        cannot be read is left out, so the healthy ones still work. When none
+        waits, the first unreadable thread's StoreCorrupt is raised: the call
+        someone means to answer may be the damaged one.
         """
         if thread_id is not None:
             return self._waiting(self.store.get(thread_id))
         calls: list[PendingCall] = []
+        damaged: list[StoreCorrupt] = []
         for info in self.store.threads():
             try:
                 calls += self._waiting(self.store.get(info.id))
-            except StoreCorrupt:
-                continue
+            except StoreCorrupt as error:
+                damaged.append(error)
+        if damaged and not calls:
+            raise damaged[0]
         return calls
 
     def answer_tool_call(
