@@ -208,14 +208,25 @@ class _Titles:
 
     The cell is done when the answer is: the title request runs in a daemon
     thread and its result is a store update (the panel and ``--list`` read it
-    from there). Listing in the same process waits for titles under way (a
-    few seconds at most), so ``%chat --list`` right after an answer shows it.
-    At exit a script waits briefly for them too.
+    from there). Every Chat of the process on the same store and user shares
+    one registry (:meth:`shared`), so listing from any of them waits for the
+    titles under way (a few seconds at most): ``%chat --list`` right after
+    ``chat.ask(…)`` shows the title. At exit a script waits briefly for them too.
     """
 
     def __init__(self) -> None:
         self._workers: dict[int, threading.Thread] = {}
         self._lock = threading.Lock()
+
+    @classmethod
+    def shared(cls, store: Store) -> _Titles:
+        """The registry of the titles under way for *store*'s user in this process."""
+        key = (type(store).__name__, store.location(), store.user)
+        with _SHARED_LOCK:
+            titles = _SHARED_TITLES.get(key)
+            if titles is None:
+                titles = _SHARED_TITLES[key] = cls()
+        return titles
 
     def start(self, chat: Chat, thread_id: int) -> None:
         with self._lock:
@@ -234,7 +245,7 @@ class _Titles:
         for worker in list(self._workers.values()):
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             worker.join(left)
-        return not any(worker.is_alive() for worker in self._workers.values())
+        return not any(worker.is_alive() for worker in list(self._workers.values()))
 
     def _title(self, chat: Chat, thread_id: int) -> None:
         try:
@@ -249,6 +260,10 @@ class _Titles:
 
 TITLE_WAIT = 15.0  # seconds listing waits for a title under way
 _RUNNING_TITLES: weakref.WeakSet[_Titles] = weakref.WeakSet()
+_SHARED_TITLES: weakref.WeakValueDictionary[tuple[str, str, str], _Titles] = (
+    weakref.WeakValueDictionary()
+)
+_SHARED_LOCK = threading.Lock()
 
 
 @atexit.register
@@ -448,7 +463,7 @@ class Chat(_Engine):
         self.store: Store = (
             given if given is not None else open_store(self.settings.store, self.settings.user)
         )
-        self._titles = _Titles()
+        self._titles = _Titles.shared(self.store)
 
     def __repr__(self) -> str:
         return f"Chat(user={self.store.user!r}, store={self.store.location()!r})"
@@ -692,16 +707,21 @@ class Chat(_Engine):
 
         Stored calls are checked against their tool's schema: a damaged one
         raises StoreCorrupt for its thread, and over all threads a thread that
-        cannot be read is left out, so the healthy ones still work.
+        cannot be read is left out, so the healthy ones still work. When none
+        waits, the first unreadable thread's StoreCorrupt is raised: the call
+        someone means to answer may be the damaged one.
         """
         if thread_id is not None:
             return self._waiting(self.store.get(thread_id))
         calls: list[PendingCall] = []
+        damaged: list[StoreCorrupt] = []
         for info in self.store.threads():
             try:
                 calls += self._waiting(self.store.get(info.id))
-            except StoreCorrupt:
-                continue
+            except StoreCorrupt as error:
+                damaged.append(error)
+        if damaged and not calls:
+            raise damaged[0]
         return calls
 
     def answer_tool_call(

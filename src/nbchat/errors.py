@@ -23,6 +23,7 @@
     │   ├── StoreCorrupt               a file is not a store we wrote; never overwritten
     │   ├── StoreVersionError          written by a newer nbchat
     │   ├── StoreLocked                another process held the lock too long
+    │   ├── StoreUnsafe                a store folder or file someone else owns or may write
     │   └── StoreUnavailable (ConnectionError)  the database server is unreachable
     ├── ToolError                      tools the LLM calls
     │   ├── ToolDefinitionError        a function cannot become a tool
@@ -196,6 +197,18 @@ class StoreVersionError(StoreError):
 
 class StoreLocked(StoreError):
     """Another process held the store's lock for too long."""
+
+
+class StoreUnsafe(StoreError):
+    """A store folder or file is owned by someone else, or others may write it; it is not used.
+
+    Threads someone else planted there would pass for the user's own, so
+    nbchat refuses it, as ssh refuses a ``~/.ssh`` that others can write.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class StoreUnavailable(StoreError, ConnectionError):

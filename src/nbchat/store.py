@@ -22,8 +22,10 @@ a process killed at any point, a deleted thread or a deleted index file all
 show up right. The counter in ``meta.json`` makes ids sequential and never
 reused, also after deletes. A user's folder is created 0700 and its files
 0600, so a team sharing one NBCHAT_STORE folder cannot read each other's
-threads; the user name is hashed into the folder name, so 'ana', 'Ana' and
-'../ana' are three users and none escapes the store.
+threads; a folder or file there that someone else owns or may write is
+refused (:class:`~nbchat.errors.StoreUnsafe`), so nobody can plant threads in
+it. The user name is hashed into the folder name, so 'ana', 'Ana' and '../ana'
+are three users and none escapes the store.
 
 Measured by ``benchmarks/store.py`` on a 2-core machine with 1,000 threads x
 100 turns (120 MB), against one TinyDB JSONStorage file holding the same data:
@@ -73,6 +75,7 @@ from .errors import (
     NoPendingCall,
     StoreCorrupt,
     StoreError,
+    StoreUnsafe,
     StoreVersionError,
     ThreadNotFound,
 )
@@ -263,7 +266,8 @@ class ThreadStore:
         self._folder = UserFolder(self.path, self.user, lock_timeout)
         if self.path.exists() and not self.path.is_dir():
             raise not_a_folder(self.path)
-        with contextlib.suppress(StoreCorrupt):  # reported by new_thread, which needs it
+        # Reported by the first operation, which checks the folder first and needs the file.
+        with contextlib.suppress(StoreCorrupt, StoreUnsafe):
             self._read_meta()
 
     @property
@@ -485,7 +489,7 @@ class ThreadStore:
 
     def _read_meta(self) -> dict[str, Any] | None:
         path = self._folder.meta
-        data = load_json(path)
+        data = load_json(path, private=True)
         if data is None:
             return None
         meta = data.get("store", {}).get("1")
