@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from markup_helpers import visible
+
 DISPLAY_TYPES = ("display_data", "update_display_data")
 OUTPUT_TYPES = ("stream", "display_data", "update_display_data", "execute_result", "error",
                 "clear_output")
@@ -102,7 +104,8 @@ class CellRun:
                 parts.append("\n".join(output["traceback"]))
             else:
                 data = output.get("data", {})
-                parts.append(str(data.get("text/markdown", data.get("text/plain", ""))))
+                parts.append(visible(data["text/html"]) if "text/html" in data else
+                             str(data.get("text/plain", "")))
         return "\n".join(parts)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from kernel_helpers import CellRun, Kernel, kernel_env, run_notebook
+from markup_helpers import body, shows, visible
 from nbchat.chat import TITLE_PROMPT
 from nbchat.store import ThreadStore
 from nbchat.testing import Reply, ScriptedServer
@@ -88,7 +89,7 @@ def one_line_error(run: CellRun) -> str:
     assert run.status == "error"
     assert not run.of_type("error")
     displays = [o for o in run.outputs if o["output_type"] == "display_data"]
-    assert [o["data"] for o in displays] in ([], [{"text/markdown": "", "text/plain": ""}])
+    assert [o["data"] for o in displays] in ([], [{"text/html": "", "text/plain": ""}])
     (output,) = [o for o in run.outputs if o["output_type"] != "display_data"]
     assert output["output_type"] == "stream" and output["name"] == "stderr"
     lines = output["text"].splitlines()
@@ -107,11 +108,14 @@ def test_a_question_streams_into_one_display_and_saves_the_final_answer(
     kinds = [m["header"]["msg_type"] for m in run.messages]
     assert kinds[0] == "display_data" and set(kinds[1:]) == {"update_display_data"}
     placeholder = run.messages[0]["content"]["data"]
-    assert placeholder == {"text/markdown": "_… waiting for scripted-small_",
-                           "text/plain": "… waiting for scripted-small"}
+    assert shows(placeholder) == {
+        "text/html": '<p class="nbchat-dim">… waiting for scripted-small</p>',
+        "text/plain": "… waiting for scripted-small",
+    }
+    assert {tuple(m["content"]["data"]) for m in run.messages[1:-1]} <= {("text/html",)}
     output = only_output(run)
-    assert output["data"] == {"text/markdown": "Python is **a language**.",
-                              "text/plain": "Python is **a language**."}
+    assert shows(output["data"]) == {"text/html": "<p>Python is <strong>a language</strong>.</p>\n",
+                                     "text/plain": "Python is **a language**."}
     thread = output["metadata"]["nbchat"]["thread"]
     assert output["metadata"] == {"nbchat": {"thread": thread, "turn": 0,
                                              "model": "scripted-small", "status": "complete"}}
@@ -170,7 +174,7 @@ def test_reply_is_captured_and_not_rendered_twice(kernel: Kernel,
     run = kernel.run("print(reply.text, str(reply) == reply.text, reply.status)")
     assert run.stdout == "Captured. True complete\n"
     later = only_output(kernel.run("reply"))  # asked for in a later cell: shown again
-    assert later["data"] == {"text/markdown": "Captured.", "text/plain": "Captured."}
+    assert shows(later["data"]) == {"text/html": "<p>Captured.</p>\n", "text/plain": "Captured."}
 
 
 def test_interrupt_stops_the_stream_and_keeps_the_partial_answer(
@@ -181,7 +185,7 @@ def test_interrupt_stops_the_stream_and_keeps_the_partial_answer(
 
     def interrupt_once_text_shows(message: dict[str, Any], kernel: Kernel) -> None:
         data = message["content"].get("data", {})
-        if not at_interrupt and "word" in data.get("text/markdown", ""):
+        if not at_interrupt and "word" in visible(data.get("text/html", "")):
             at_interrupt.append(server.chat_requests[-1].chunks_sent)
             kernel.interrupt()
 
@@ -304,12 +308,15 @@ def test_thread_commands_in_a_kernel(kernel: Kernel, server: ScriptedServer,
     assert new.stdout == f"Thread {thread} (scripted-large) is now current.\n"
     listing = only_output(kernel.ok("%chat --list"))
     assert listing["output_type"] == "display_data"
-    assert f"| {thread} * | (untitled) | scripted-large | 0 |" in listing["data"][
-        "text/markdown"]
+    rows = visible(listing["data"]["text/html"]).splitlines()
+    assert rows[0] == "id | title | model | turns | updated"
+    assert f"{thread} * | (untitled) | scripted-large | 0" in [
+        row.rsplit(" | ", 1)[0] for row in rows[1:]]  # without the time it was updated
     kernel.ok("%chat second question")
     kernel.ok(f"%chat --rename {thread} Renamed thread")
-    shown = only_output(kernel.ok("%chat --show"))["data"]["text/markdown"]
-    assert shown.startswith("### Renamed thread\n") and "**You:** second question" in shown
+    html = only_output(kernel.ok("%chat --show"))["data"]["text/html"]
+    assert body(html).startswith("<h3>Renamed thread</h3>\n")
+    assert "\nYou: second question\n" in visible(html)
     path = tmp_path / "t.ipynb"
     assert kernel.ok(f"%chat --export {thread} {path}").stdout.startswith("Exported")
     assert json.loads(path.read_text())["cells"][1]["source"] == "**You:** second question"
@@ -435,10 +442,10 @@ def test_the_fallback_notice_appears_once_in_the_cell(tmp_path: Path) -> None:
         "nbchat: no endpoint configured, so the offline demo model answers; connect a real "
         "model with %env NBCHAT_BASE_URL=https://api.openai.com/v1 and NBCHAT_API_KEY=..."
     )
-    assert note["data"]["text/markdown"] == (
+    assert body(note["data"]["text/html"]) == (
         "<small>nbchat: no endpoint configured, so the offline demo model answers; connect a "
-        "real model with `%env NBCHAT_BASE_URL=https://api.openai.com/v1` and "
-        "NBCHAT\\_API\\_KEY=...</small>"
+        "real model with <code>%env NBCHAT_BASE_URL=https://api.openai.com/v1</code> and "
+        "NBCHAT_API_KEY=...</small>"
     )
     assert answer["data"]["text/plain"] == "2 + 2 = 4."
     assert (second.status, second.stderr) == ("ok", "")

@@ -7,8 +7,10 @@ from typing import Any
 import matplotlib
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
+from markup_helpers import body
 from nbchat.magics import load
 from nbchat.testing import Reply
 from shell_helpers import asked
@@ -122,11 +124,18 @@ def test_the_agent_setting_and_the_approval_policy(run, ip, server):
     assert asked(server)[-1].messages[-1]["content"].startswith("<answer>\nresult:\n3\n</answer>")
 
 
-def test_show_lists_the_context_of_each_question(run, server):
+def test_show_lists_the_context_of_each_question(run, ip, server):
     run("n = 41")
     run("%chat What is @n plus one?")
-    ran = run("%chat --show")
-    assert "_context: n (int)_" in ran.out
+    ran = run("%chat --show")  # a terminal prints the text/plain
+    assert "\n\nYou: What is @n plus one?\n\ncontext: n (int)\n\n" in ran.out
+    with capture_output() as cap:
+        ip.run_cell("%chat --show")
+    (shown,) = cap.outputs
+    assert (
+        '<p><strong>You:</strong> What is @n plus one?</p>\n<p class="nbchat-dim">context: n '
+        "(int)</p>\n"
+    ) in body(shown.data["text/html"])
 
 
 def test_an_answer_after_a_restart_still_runs_the_code(run, ip, server, tmp_path):

@@ -331,10 +331,11 @@ def test_thread_commands(run: Any, ip: InteractiveShell, server: ScriptedServer,
     assert run("%chat --rename 1 My  'first' thread").out == (
         "Thread 1 is now titled \"My  'first' thread\".\n"
     )
-    shown = run("%chat --show").out
-    assert shown.startswith("### My 'first' thread\n")
-    assert "**You:** hello" in shown
-    assert run("%chat --show 2").out.count("**You:**") == 1
+    shown = run("%chat --show").out  # a terminal prints the text/plain
+    assert shown.startswith(
+        "My 'first' thread\n\nthread 1 · scripted-large · 1 turns\n\nYou: hello\n\n"
+    )
+    assert run("%chat --show 2").out.count("\n\nYou: ") == 1
     assert run("%chat --delete 1").out == "Deleted thread 1.\n"
     assert [t.id for t in store(tmp_path).threads()] == [2]
     assert ip.magics_manager.registry["ChatMagics"].thread_id is None
