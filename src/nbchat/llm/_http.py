@@ -7,8 +7,9 @@ tool call it cannot parse) fails the same way every time, so it is not retried.
 
 Servers echo what they were sent, headers included: every error that leaves a
 conversation with an endpoint goes through :func:`redacting`, which removes
-the API keys this process sent and anything shaped like a key or a bearer
-token, so no message, attribute, stored turn or pickle can carry one.
+the API keys this process sent, anything shaped like a key or a bearer
+token, and the user and password of every URL (``https://user:pass@host``),
+so no message, attribute, stored turn or pickle can carry one.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Callable, Collection, Iterator
 
 import httpx
 
-from ..config import Settings
+from ..config import REDACTED, Settings, redact_url
 from ..errors import (
     AuthenticationError,
     ContextOverflow,
@@ -52,7 +53,6 @@ _CONTEXT_SIZE = re.compile(r"context[\w\s]*?\(?([\d,]+)\s*tokens", re.IGNORECASE
 _clients: dict[tuple[str, float, float], httpx.Client] = {}
 _clients_lock = threading.Lock()
 
-REDACTED = "[redacted]"
 # Keys shorter than this are placeholders ("ollama", "none"), and redacting
 # them would garble ordinary words in messages.
 _MIN_SECRET = 8
@@ -95,6 +95,10 @@ def close_clients() -> None:
 def headers_for(settings: Settings) -> dict[str, str]:
     """Request headers; the key goes only into the Authorization header."""
     headers = {"Accept": "application/json, text/event-stream"}
+    if "@" in settings.base_url:  # httpx sends a URL's user and password as Basic auth
+        url = httpx.URL(settings.base_url)
+        for secret in (url.username, url.password):
+            remember_secret(secret)
     if settings.api_key:
         remember_secret(settings.api_key)
         headers["Authorization"] = f"Bearer {settings.api_key}"
@@ -108,10 +112,10 @@ def remember_secret(secret: str) -> None:
 
 
 def redact(text: str) -> str:
-    """``text`` without the keys this process sent, nor anything shaped like a key."""
+    """``text`` without the keys this process sent, anything shaped like a key, URL passwords."""
     for secret in sorted(_secrets, key=len, reverse=True):
         text = text.replace(secret, REDACTED)
-    return _KEY_SHAPES.sub(REDACTED, text)
+    return redact_url(_KEY_SHAPES.sub(REDACTED, text))
 
 
 @contextlib.contextmanager
