@@ -19,6 +19,7 @@ from typing import Literal
 
 from jupyter_core import paths as jupyter_paths
 
+from ._secrets import REDACTED
 from .errors import ConfigError
 
 ENV_BASE_URL = "NBCHAT_BASE_URL"
@@ -49,7 +50,6 @@ ENV_JUPYTER_RUNTIME_DIR = "JUPYTER_RUNTIME_DIR"  # Jupyter's own; nbchat only na
 LOCAL_MODEL_OFF = ("off", "0", "no", "false")
 STORE_URL_SCHEMES = ("postgresql://", "postgres://")
 DEMO_URL = "demo"  # NBCHAT_BASE_URL=demo: the offline demo model, on purpose
-REDACTED = "[redacted]"
 # The user (and password) of a URL: scheme://USERINFO@host, stopping at the path.
 _USERINFO = re.compile(r"(?<=://)[^\s/?#@]+(?=@)")
 

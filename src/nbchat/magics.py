@@ -22,10 +22,12 @@ from IPython.core.magic_arguments import argument, argument_group, magic_argumen
 from IPython.display import display
 from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, validate
 
+from ._delimiters import fenced
 from ._interpolate import interpolate, resolve
 from ._jupyter_notes import show_note
 from ._magic_syntax import protect_chat_questions, split_options
 from ._notices import notify, set_notifier
+from ._secrets import scrub
 from .errors import NbchatError
 from .options import check_options, parse_value
 from .render import Mode, RenderResult, TurnRenderer, detect_mode, execution_marker
@@ -43,7 +45,7 @@ COMMANDS = (
 )  # fmt: skip
 ERROR_PROMPT = (
     "I ran code in a Jupyter notebook and got the error below. Explain briefly what went "
-    "wrong and how to fix it.\n\n```\n{traceback}\n```"
+    "wrong and how to fix it.\n\n{traceback}"
 )
 MAX_TRACEBACK_CHARS = 8000
 API_KEY_REFUSED = (
@@ -564,7 +566,7 @@ class ChatMagics(Magics):
                              "then %chat --error")
         tb = getattr(sys, "last_traceback", None) or error.__traceback__
         lines = "".join(traceback.format_exception(type(error), error, tb)).rstrip()
-        question = ERROR_PROMPT.format(traceback=lines[-MAX_TRACEBACK_CHARS:])
+        question = ERROR_PROMPT.format(traceback=fenced(scrub(lines)[-MAX_TRACEBACK_CHARS:]))
         if text:
             question += "\n\n" + (text if opts.no_interpolate else self._interpolate(text))
         return question

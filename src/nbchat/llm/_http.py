@@ -24,7 +24,8 @@ from collections.abc import Callable, Collection, Iterator
 
 import httpx
 
-from ..config import REDACTED, Settings, redact_url
+from .._secrets import REDACTED, remember, scrub
+from ..config import Settings, redact_url
 from ..errors import (
     AuthenticationError,
     ContextOverflow,
@@ -53,10 +54,6 @@ _CONTEXT_SIZE = re.compile(r"context[\w\s]*?\(?([\d,]+)\s*tokens", re.IGNORECASE
 _clients: dict[tuple[str, float, float], httpx.Client] = {}
 _clients_lock = threading.Lock()
 
-# Keys shorter than this are placeholders ("ollama", "none"), and redacting
-# them would garble ordinary words in messages.
-_MIN_SECRET = 8
-_secrets: set[str] = set()
 _KEY_SHAPES = re.compile(
     r"(?i)(?<=\bbearer )[^\s\"',;{}\[\]]{8,}"  # Authorization: Bearer <token>
     r"|(?<=\bbasic )[A-Za-z0-9+/=]{8,}"  # Authorization: Basic <base64>
@@ -97,25 +94,17 @@ def headers_for(settings: Settings) -> dict[str, str]:
     headers = {"Accept": "application/json, text/event-stream"}
     if "@" in settings.base_url:  # httpx sends a URL's user and password as Basic auth
         url = httpx.URL(settings.base_url)
-        for secret in (url.username, url.password):
-            remember_secret(secret)
+        remember(url.username)
+        remember(url.password)
     if settings.api_key:
-        remember_secret(settings.api_key)
+        remember(settings.api_key)
         headers["Authorization"] = f"Bearer {settings.api_key}"
     return headers
 
 
-def remember_secret(secret: str) -> None:
-    """Have :func:`redact` remove ``secret`` from every server text from now on."""
-    if len(secret) >= _MIN_SECRET:
-        _secrets.add(secret)
-
-
 def redact(text: str) -> str:
-    """``text`` without the keys this process sent, anything shaped like a key, URL passwords."""
-    for secret in sorted(_secrets, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
-    return redact_url(_KEY_SHAPES.sub(REDACTED, text))
+    """``text`` without the keys this process uses, anything shaped like a key, URL passwords."""
+    return redact_url(_KEY_SHAPES.sub(REDACTED, scrub(text)))
 
 
 @contextlib.contextmanager
