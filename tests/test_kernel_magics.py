@@ -478,12 +478,11 @@ def test_the_fallback_notice_appears_once_in_the_cell(tmp_path: Path) -> None:
     assert note["output_type"] == "display_data"
     assert note["data"]["text/plain"] == (
         "nbchat: no endpoint configured, so the offline demo model answers; connect a real "
-        "model with %env NBCHAT_BASE_URL=https://api.openai.com/v1 and NBCHAT_API_KEY=..."
+        "model with %env NBCHAT_BASE_URL=https://api.openai.com/v1 then %chat --key"
     )
     assert note["data"]["text/markdown"] == (
         "<small>nbchat: no endpoint configured, so the offline demo model answers; connect a "
-        "real model with `%env NBCHAT_BASE_URL=https://api.openai.com/v1` and "
-        "NBCHAT\\_API\\_KEY=...</small>"
+        "real model with `%env NBCHAT_BASE_URL=https://api.openai.com/v1` then %chat --key</small>"
     )
     assert answer["data"]["text/plain"] == "2 + 2 = 4."
     assert (second.status, second.stderr) == ("ok", "")

@@ -59,7 +59,7 @@ OLLAMA_DEFAULT_URL = "http://127.0.0.1:11434"
 DEMO_MODEL = "nbchat-demo"
 CONNECT_HINT = (
     "connect a real model with %env NBCHAT_BASE_URL=https://api.openai.com/v1 "
-    "and NBCHAT_API_KEY=..."
+    "then %chat --key"
 )
 
 

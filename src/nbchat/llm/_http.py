@@ -232,7 +232,7 @@ def _status_error(
             what = f"needs an API key and none is set; set {settings.key_source}"
         return AuthenticationError(
             f"the model endpoint at {url} {what} (HTTP {status}); "
-            f"check the key with your provider, e.g. %env {settings.key_source}=...",
+            "check the key with your provider; in a notebook, give it with %chat --key",
             url=url,
         )
     if status == 404 and model is not None and "model" in detail.lower():
