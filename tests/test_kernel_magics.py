@@ -271,7 +271,7 @@ def test_an_api_key_in_config_is_refused_in_one_line_and_kept_nowhere(kernel: Ke
 
 
 def test_key_asks_at_a_hidden_prompt_and_the_key_is_used_but_shown_nowhere(
-    kernel: Kernel, store_path: Path
+    kernel: Kernel, server: ScriptedServer, store_path: Path
 ) -> None:
     key = "sk-typed-at-the-prompt-0123456789"
     with ScriptedServer(api_key=key) as guarded:
@@ -285,6 +285,8 @@ def test_key_asks_at_a_hidden_prompt_and_the_key_is_used_but_shown_nowhere(
         finally:
             kernel.ok("%config ChatMagics.base_url = None")
         headers = [r.headers.get("Authorization") for r in guarded.chat_requests]
+    elsewhere = kernel.ok("%chat -n another endpoint", interactive=False)
+    assert [r.headers.get("Authorization") for r in asked(server)] == [None]  # not sent there
     assert "NBCHAT_API_KEY" in one_line_error(refused)
     assert given.input_requests == [
         {"prompt": "API key (hidden; kept in this kernel's memory only): ", "password": True}
@@ -296,7 +298,7 @@ def test_key_asks_at_a_hidden_prompt_and_the_key_is_used_but_shown_nowhere(
     assert "offline demo model" in asked_after.text()  # the guarded server answered
     assert headers[-1] == f"Bearer {key}" and headers[0] is None
     assert probe.stdout == "0\n"
-    for run in (refused, given, asked_after, probe):
+    for run in (refused, given, asked_after, probe, elsewhere):
         assert "typed-at" not in json.dumps([run.messages, run.outputs, run.reply], default=str)
     stored = [path.read_text() for path in store_path.rglob("*.json")]
     assert stored and not any("typed-at" in text for text in stored)

@@ -168,7 +168,7 @@ class ChatMagics(Magics):
         from .chat import Chat
 
         base = self._plain_chat()
-        key = (id(base), self.approval, tuple(map(id, self._user_tools())))
+        key = (id(base), self.approval, tuple(map(id, self._user_tools())), self._key_version)
         if self._agent_chat is None or self._agent_chat[0] != key:
             chat = Chat(
                 model=self.model or None,
