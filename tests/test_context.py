@@ -264,7 +264,7 @@ def test_a_history_keeps_context_with_the_question_and_round_trips(sales):
     assert message["context"] == [describe(sales, "df").to_dict()]
     again = ChatHistory.from_json(history.to_json())
     assert again == history and again[0].context == (describe(sales, "df"),)
-    assert "*context: df (DataFrame 5×3)*" in history._repr_markdown_()
+    assert "*context: df (DataFrame 5×3)*" in history.to_markdown()
     with pytest.raises(InputError, match="context belongs to user messages"):
         Message("assistant", "x", context=(describe(1, "n"),))
 

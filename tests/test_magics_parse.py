@@ -6,6 +6,7 @@ line. Rendering in notebooks is tested in real kernels (test_kernel_magics.py).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -455,6 +456,21 @@ def test_answer_finds_the_waiting_thread_after_a_restart(
     ip.magics_manager.registry["ChatMagics"].thread_id = None  # a new session
     ran = run('%chat --answer "red"')
     assert ran.out.startswith("🔧 choose → ") and "Red." in ran.out
+
+
+def test_answer_after_a_restart_names_the_damaged_waiting_call(
+    run: Any, ip: InteractiveShell, server: ScriptedServer, tmp_path: Path
+) -> None:
+    server.script(Reply(tool_calls=[CHOOSE], when="paint"))
+    run("%chat paint")
+    ip.magics_manager.registry["ChatMagics"].thread_id = None  # a new session
+    path = Path(store(tmp_path).location(1))
+    data = json.loads(path.read_text())
+    del data["turns"]["1"]["pending"][0]["call"]
+    path.write_text(json.dumps(data))
+    assert usage_error(run("%chat --answer blue")).startswith(
+        f"{path} holds a damaged record in turn 0 "
+    )
 
 
 def test_answer_names_the_call_when_several_wait(

@@ -16,16 +16,17 @@ Answers, from a prompt or from code: ``"run"`` (or True, ``"yes"``);
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._delimiters import fenced
 from ._risk import classify, effective_approval, needs_approval
 from ._secrets import scrub
 from .errors import InvalidToolAnswer
+from .markup import fence
 from .tools import ClientTool
 
 Action = Literal["run", "edit", "reject"]
@@ -43,6 +44,16 @@ class CodeDecision:
     action: Action
     code: str = ""
     reason: str = ""
+
+    def __str__(self) -> str:
+        """The decision in words, as the thread records it."""
+        said = {"run": "run", "edit": "run the edited code", "reject": "reject"}[self.action]
+        return f"{said}: {self.reason}" if self.reason else said
+
+
+def shown_digest(code: str) -> str:
+    """The fingerprint of the code a prompt showed: a Run carries it back."""
+    return hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class RunCode(ClientTool):
@@ -81,14 +92,20 @@ class RunCode(ClientTool):
         code = str(arguments["code"])
         risk = classify(code)
         question = str(arguments.get("why") or "The model wants to run this code in your kernel.")
+        # The code itself stays in the arguments only: one copy, shown and run.
         return {
             "kind": "code",
             "question": question,
-            "code": code,
             "options": ["Run", "Edit", "Reject"],
             "risks": list(risk.reasons),
-            "markdown": f"```python\n{code}\n```",
         }
+
+    def check_shown(self, arguments: dict[str, Any], response: object) -> str | None:
+        """Why ``response`` must not run: the code its prompt showed is not the stored code."""
+        shown = response.get("shown") if isinstance(response, dict) else None
+        if shown is None or shown == shown_digest(str(arguments.get("code", ""))):
+            return None
+        return "its stored code is not the code the prompt showed"
 
     def auto_response(self, arguments: dict[str, Any]) -> str | None:
         """``"run"`` when the capped policy lets this code run without asking, else None."""
@@ -129,7 +146,7 @@ class RunCode(ClientTool):
         if decision.action == "edit":
             return scrub(
                 "The user edited the code before running it; this is what ran:\n"
-                f"{fenced(decision.code, 'python')}\n{ran}"
+                f"{fence(decision.code, 'python')}\n{ran}"
             )
         return scrub(ran)
 

@@ -29,11 +29,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._delimiters import fenced, neutralise
+from ._delimiters import neutralise
 from ._mentions import resolve_mentions
 from ._secrets import scrub
 from .context import CHARS_PER_TOKEN, DEFAULT_BUDGET, ContextItem, describe, fit
 from .errors import InputError
+from .markup import fence
 
 HIDDEN = frozenset({"In", "Out", "exit", "quit", "get_ipython", "open"})
 RUN_BUDGET = 1500  # tokens of output returned to the model per run
@@ -149,7 +150,7 @@ class Notebook:
         cell = self._cell_of(tb)
         text = f"{type(error).__name__}: {error}\n\ntraceback:\n{trace[-6000:]}"
         if cell is not None:
-            text += f"\n\nthe cell that raised it (In[{cell[0]}]):\n{fenced(cell[1], 'python')}"
+            text += f"\n\nthe cell that raised it (In[{cell[0]}]):\n{fence(cell[1], 'python')}"
         return ContextItem("last_error", type(error).__name__, fit(scrub(text), budget))
 
     def _cell_of(self, tb: Any) -> tuple[int, str] | None:

@@ -22,7 +22,7 @@ from IPython.core.magic_arguments import argument, argument_group, magic_argumen
 from IPython.display import display
 from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, validate
 
-from ._delimiters import fenced
+from . import markup
 from ._interpolate import interpolate, resolve
 from ._jupyter_notes import show_note
 from ._magic_syntax import protect_chat_questions, split_options
@@ -597,7 +597,7 @@ class ChatMagics(Magics):
                              "then %chat --error")
         tb = getattr(sys, "last_traceback", None) or error.__traceback__
         lines = "".join(traceback.format_exception(type(error), error, tb)).rstrip()
-        question = ERROR_PROMPT.format(traceback=fenced(scrub(lines)[-MAX_TRACEBACK_CHARS:]))
+        question = ERROR_PROMPT.format(traceback=markup.fence(scrub(lines)[-MAX_TRACEBACK_CHARS:]))
         if text:
             question += "\n\n" + (text if opts.no_interpolate else self._interpolate(text))
         return question
@@ -665,8 +665,8 @@ class ChatMagics(Magics):
         if not threads:
             print(f"No threads yet for user {self.chat.user!r}; ask something with %chat QUESTION")
             return
-        markdown, plain = threads_table(threads, self.thread_id)
-        display({"text/markdown": markdown, "text/plain": plain}, raw=True)
+        body, plain = threads_table(threads, self.thread_id)
+        display(markup.bundle(body, plain), raw=True)
 
     def _cmd_search(self, opts: Any, text: str) -> None:
         from ._views import search_table
@@ -677,16 +677,15 @@ class ChatMagics(Magics):
         if not hits:
             print(f"Nothing in your threads matches {text!r}")
             return
-        markdown, plain = search_table(hits, text)
-        display({"text/markdown": markdown, "text/plain": plain}, raw=True)
+        body, plain = search_table(hits, text)
+        display(markup.bundle(body, plain), raw=True)
 
     def _cmd_show(self, opts: Any, text: str) -> None:
-        from ._views import thread_markdown
+        from ._views import thread_html
 
         thread = self.chat.store.get(self._thread_arg(opts.show))
-        markdown = thread_markdown(thread)
-        display({"text/markdown": markdown, "text/plain": markdown}, raw=True,
-                metadata={"nbchat": {"thread": thread.id}})
+        body, plain = thread_html(thread)
+        display(markup.bundle(body, plain), raw=True, metadata={"nbchat": {"thread": thread.id}})
 
     def _cmd_use(self, opts: Any, text: str) -> None:
         thread = self.chat.store.get(opts.use)
@@ -739,8 +738,8 @@ class ChatMagics(Magics):
         from ._views import models_list
 
         models = self.chat.list_models()
-        markdown, plain = models_list(models, self.chat.llm.default_model())
-        display({"text/markdown": markdown, "text/plain": plain}, raw=True)
+        body, plain = models_list(models, self.chat.llm.default_model())
+        display(markup.bundle(body, plain), raw=True)
 
     def _cmd_export(self, opts: Any, text: str) -> None:
         from ._views import thread_json, thread_markdown
