@@ -17,6 +17,7 @@ from PIL import Image
 
 from nbchat._images import image_size
 from nbchat.context import (
+    CONTEXT_NOTE,
     ContextImage,
     ContextItem,
     content_parts,
@@ -227,11 +228,12 @@ def test_items_round_trip_and_bad_saved_items_are_refused(figure):
         ContextImage.from_dict({"mime": "image/gif", "data": ""})
 
 
-def test_content_parts_put_the_question_first_then_each_item_and_its_image():
+def test_content_parts_put_the_question_first_then_the_note_then_each_item_and_its_image():
     image = ContextImage("image/png", "AAAA", 1, 1)
     items = [ContextItem("df", "DataFrame 5×3", "rows"), ContextItem("fig", "Figure", "f", image)]
     assert content_parts("Why?", items) == [
         {"type": "text", "text": "Why?"},
+        {"type": "text", "text": CONTEXT_NOTE},
         {"type": "text", "text": '<context name="df" kind="DataFrame 5×3">\nrows\n</context>'},
         {"type": "text", "text": '<context name="fig" kind="Figure">\nf\n</context>'},
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},

@@ -256,8 +256,9 @@ def test_an_api_key_in_config_is_refused_in_one_line_and_kept_nowhere(kernel: Ke
     run = kernel.run(f"%config ChatMagics.api_key = {key!r}")
     assert run.status == "ok" and not run.of_type("error")
     assert [line for line in run.stderr.splitlines() if line] == [
-        "UsageError: ChatMagics.api_key is not a setting, and the value was discarded; set the "
-        "NBCHAT_API_KEY environment variable instead (best before starting Jupyter)"
+        "UsageError: ChatMagics.api_key is not a setting, and the value was discarded; give the "
+        "key with %chat --key (a hidden prompt) or the NBCHAT_API_KEY environment variable, set "
+        "before starting Jupyter"
     ]
     assert (run.stdout, run.outputs[1:]) == ("", [])
     shown = kernel.ok("%config ChatMagics")
@@ -271,6 +272,52 @@ def test_an_api_key_in_config_is_refused_in_one_line_and_kept_nowhere(kernel: Ke
     assert probe.stdout == "0 False None\n"
     for message in (*run.messages, *shown.messages, *probe.messages):
         assert "planted" not in json.dumps(message, default=str)
+
+
+def test_key_asks_at_a_hidden_prompt_and_the_key_is_used_but_shown_nowhere(
+    kernel: Kernel, server: ScriptedServer, store_path: Path
+) -> None:
+    key = "sk-typed-at-the-prompt-0123456789"
+    with ScriptedServer(api_key=key) as guarded:
+        url = guarded.url
+        kernel.ok(f"%config ChatMagics.base_url = {url!r}")
+        try:
+            refused = kernel.run("%chat -n before the key")
+            given = kernel.ok("%chat --key", stdin=lambda request: key)
+            asked_after = kernel.ok("%chat -n after the key", interactive=False)
+            probe = kernel.ok("import os\nprint(sum('typed-at' in v for v in os.environ.values()))")
+        finally:
+            kernel.ok("%config ChatMagics.base_url = None")
+        headers = [r.headers.get("Authorization") for r in guarded.chat_requests]
+    elsewhere = kernel.ok("%chat -n another endpoint", interactive=False)
+    assert [r.headers.get("Authorization") for r in asked(server)] == [None]  # not sent there
+    assert "NBCHAT_API_KEY" in one_line_error(refused)
+    assert given.input_requests == [
+        {"prompt": "API key (hidden; kept in this kernel's memory only): ", "password": True}
+    ]
+    assert given.stdout == (
+        f"The key for {url} is set in this kernel's memory only; it was not shown and "
+        "is saved nowhere.\n"
+    )
+    assert "offline demo model" in asked_after.text()  # the guarded server answered
+    assert headers[-1] == f"Bearer {key}" and headers[0] is None
+    assert probe.stdout == "0\n"
+    for run in (refused, given, asked_after, probe, elsewhere):
+        assert "typed-at" not in json.dumps([run.messages, run.outputs, run.reply], default=str)
+    stored = [path.read_text() for path in store_path.rglob("*.json")]
+    assert stored and not any("typed-at" in text for text in stored)
+
+
+def test_key_without_a_person_says_how_to_set_the_key(kernel: Kernel) -> None:
+    assert one_line_error(kernel.run("%chat --key", interactive=False)) == (
+        "%chat --key asks at a hidden prompt, and this notebook cannot show one (it runs "
+        "without a person, e.g. under nbclient); set NBCHAT_API_KEY in the environment "
+        "before starting Jupyter instead"
+    )
+    assert one_line_error(kernel.run("%chat --key sk-typed-in-the-cell")) == (
+        "--key takes nothing after it: run %chat --key alone and type the key at its hidden "
+        "prompt, not in the cell (cells are saved)"
+    )
 
 
 def test_a_failed_stream_keeps_the_partial_text_and_says_why(kernel: Kernel,
@@ -440,12 +487,12 @@ def test_the_fallback_notice_appears_once_in_the_cell(tmp_path: Path) -> None:
     assert note["output_type"] == "display_data"
     assert note["data"]["text/plain"] == (
         "nbchat: no endpoint configured, so the offline demo model answers; connect a real "
-        "model with %env NBCHAT_BASE_URL=https://api.openai.com/v1 and NBCHAT_API_KEY=..."
+        "model with %env NBCHAT_BASE_URL=https://api.openai.com/v1 then %chat --key"
     )
     assert body(note["data"]["text/html"]) == (
         "<small>nbchat: no endpoint configured, so the offline demo model answers; connect a "
-        "real model with <code>%env NBCHAT_BASE_URL=https://api.openai.com/v1</code> and "
-        "NBCHAT_API_KEY=...</small>"
+        "real model with <code>%env NBCHAT_BASE_URL=https://api.openai.com/v1</code> then "
+        "%chat --key</small>"
     )
     assert answer["data"]["text/plain"] == "2 + 2 = 4."
     assert (second.status, second.stderr) == ("ok", "")

@@ -11,6 +11,7 @@ from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
 from markup_helpers import body
+from nbchat.context import CONTEXT_NOTE
 from nbchat.magics import load
 from nbchat.testing import Reply
 from shell_helpers import asked
@@ -33,9 +34,10 @@ def test_a_mention_attaches_the_object_apart_from_the_question(run, server):
         "type": "text",
         "text": "Which columns of @df have nulls, and what is (3, 1)?",
     }
-    assert sent[1]["text"].startswith('<context name="df" kind="DataFrame 3×1">\npandas DataFrame')
-    assert "  price: float64, 1 null" in sent[1]["text"]
-    assert len(sent) == 2
+    assert sent[1] == {"type": "text", "text": CONTEXT_NOTE}
+    assert sent[2]["text"].startswith('<context name="df" kind="DataFrame 3×1">\npandas DataFrame')
+    assert "  price: float64, 1 null" in sent[2]["text"]
+    assert len(sent) == 3
 
 
 def test_unknown_mentions_are_one_note_and_the_question_goes_as_typed(run, server):
@@ -50,7 +52,7 @@ def test_unknown_mentions_are_one_note_and_the_question_goes_as_typed(run, serve
 def test_the_context_budget_bounds_each_description(run, server):
     run("import pandas as pd\nvalues = pd.DataFrame({f'col{i}': [i] for i in range(30)})")
     run("%chat --context-budget 20 Summarise @values")
-    text = parts(asked(server)[-1])[1]["text"]
+    text = parts(asked(server)[-1])[2]["text"]
     assert text.endswith("to fit 20 tokens)\n</context>")
     ran = run("%chat --context-budget 0 Summarise @values")
     assert type(ran.error) is UsageError
@@ -68,8 +70,8 @@ def test_figure_attaches_the_last_figure_as_an_image(run, server):
     assert ran.out.splitlines()[0] == "context: figure (Figure 1 axes)"
     request = asked(server)[-1]
     assert len(request.images) == 1 and request.images[0].startswith(b"\x89PNG")
-    assert [p["type"] for p in parts(request)] == ["text", "text", "image_url"]
-    assert "title 'Sales'" in parts(request)[1]["text"]
+    assert [p["type"] for p in parts(request)] == ["text", "text", "text", "image_url"]
+    assert "title 'Sales'" in parts(request)[2]["text"]
 
 
 def test_fix_sends_the_error_and_its_cell_and_puts_the_code_below(run, ip, server):
@@ -88,7 +90,7 @@ def test_fix_sends_the_error_and_its_cell_and_puts_the_code_below(run, ip, serve
         "Why does this fail, and how do I fix it?\n\n"
         "Give the whole corrected cell as one ```python code block."
     )
-    assert "the cell that raised it (In[3]):\n```python\nprices['eur']\n```" in sent[1]["text"]
+    assert "the cell that raised it (In[3]):\n```python\nprices['eur']\n```" in sent[2]["text"]
     assert ip.rl_next_input == "prices.get('eur', 0)"
 
 

@@ -630,3 +630,12 @@ def test_importing_the_magics_is_cheap_and_registers_nothing() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout == "[] None\n"
+
+
+def test_key_needs_an_endpoint_to_be_given_for(run, monkeypatch):
+    monkeypatch.delenv("NBCHAT_BASE_URL")
+    ran = run("%chat --key")
+    assert str(ran.error) == (
+        "no endpoint is set for the key: set one first, e.g. "
+        "%env NBCHAT_BASE_URL=https://api.openai.com/v1, then %chat --key"
+    )

@@ -27,6 +27,7 @@ from typing import Any
 
 from . import markup
 from ._endings import fit_history, refit_history
+from ._secrets import remember
 from ._titles import clean_title
 from ._turn import NullRecorder, TurnSpec, run_turn
 from .config import ENV_TOOLLESS_MODELS, Settings, resolve
@@ -310,6 +311,7 @@ class _Engine:
             user=user,
         )
         self.settings: Settings = resolve(**self._explicit)  # type: ignore[arg-type]
+        remember(self.settings.api_key)  # kept out of what the notebook tools send from now on
         self.user_tools = list(tools)
         self.toolbox = Toolbox([*BUILTIN_CLIENT_TOOLS, *self.user_tools])
         self.builtin_tools = builtin_tools
