@@ -11,6 +11,9 @@ import contextlib
 import doctest
 import os
 import re
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -397,3 +400,28 @@ def test_the_cap_defaults_to_none_and_a_typo_caps_at_always():
 def test_an_unknown_policy_is_an_input_error():
     with pytest.raises(InputError, match="unknown approval policy 'sometimes'; use one of"):
         effective_approval("sometimes")
+
+
+LIFT = """\
+import os
+import nbchat
+from nbchat import RunCode
+from nbchat._risk import effective_approval, max_approval
+os.environ.pop("NBCHAT_MAX_APPROVAL")
+tool = RunCode(print, approval="never-ask")
+print(effective_approval("never-ask"), max_approval(), tool.auto_response({"code": "import os"}))
+os.environ["NBCHAT_MAX_APPROVAL"] = "never-ask"
+tool.approval = "never-ask"
+print(effective_approval("never-ask"), tool.auto_response({"code": "import os"}))
+os.environ["NBCHAT_MAX_APPROVAL"] = "always"
+print(effective_approval("never-ask"), tool.auto_response({"code": "1 + 1"}))
+"""
+
+
+def test_the_cap_the_process_started_with_cannot_be_lifted(tmp_path: Path):
+    env = {**os.environ, "NBCHAT_MAX_APPROVAL": "risky"}
+    ran = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(LIFT)], env=env, cwd=tmp_path,
+        capture_output=True, text=True, timeout=60, check=True,
+    )
+    assert ran.stdout.splitlines() == ["risky risky None", "risky None", "always None"]

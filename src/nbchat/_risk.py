@@ -2,8 +2,10 @@
 
 Three policies, strictest first: ``always`` ask (the default), ``risky`` (run
 without asking only code this module proves harmless), ``never-ask``. An
-administrator caps the policy with ``NBCHAT_MAX_APPROVAL``; the stricter of
-the cap and the user's choice wins, so no user setting can lift it.
+administrator caps the policy with ``NBCHAT_MAX_APPROVAL``. The cap is read
+when nbchat is first imported and kept; the stricter of that, the variable's
+value now and the user's choice wins, so neither a setting nor code that
+changes ``os.environ`` can lift it.
 
 The check reads the code's syntax tree and the notebook's namespace and runs
 nothing. It is an allowlist (:mod:`nbchat._allowlist`): code runs at once only
@@ -25,7 +27,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Final, Literal, get_args
 
 from ._check import reasons_in
 from .config import ENV_MAX_APPROVAL
@@ -68,23 +70,37 @@ def classify(code: str, namespace: Mapping[str, object] | None = None) -> Risk:
 
 
 # -- the policy ------------------------------------------------------------------------
+def _cap(environ: Mapping[str, str]) -> Approval:
+    value = environ.get(ENV_MAX_APPROVAL, "").strip()
+    if not value:
+        return "never-ask"
+    return next((policy for policy in APPROVALS if policy == value), "always")
+
+
+_CAP_AT_IMPORT: Final[Approval] = _cap(os.environ)
+
+
+def _stricter(*policies: Approval) -> Approval:
+    return APPROVALS[min(APPROVALS.index(policy) for policy in policies)]
+
+
 def effective_approval(requested: str, cap: str | None = None) -> Approval:
-    """The stricter of the user's ``requested`` policy and the administrator's ``cap``."""
-    wanted = check_approval(requested)
-    ceiling = max_approval() if cap is None else check_approval(cap)
-    return APPROVALS[min(APPROVALS.index(wanted), APPROVALS.index(ceiling))]
+    """The strictest of the user's ``requested`` policy, ``cap`` and the administrator's cap."""
+    ceiling = max_approval() if cap is None else _stricter(check_approval(cap), max_approval())
+    return _stricter(check_approval(requested), ceiling)
 
 
 def max_approval(environ: Mapping[str, str] | None = None) -> Approval:
     """The administrator's cap, ``NBCHAT_MAX_APPROVAL``; unset: no cap.
 
-    A value that is not a policy name caps at ``always``: a typo in a guard
-    must not open it.
+    Without ``environ``: the stricter of its value when nbchat was first
+    imported and its value now, so changing ``os.environ`` cannot lift it. A
+    value that is not a policy name caps at ``always``: a typo in a guard must
+    not open it.
     """
-    value = (os.environ if environ is None else environ).get(ENV_MAX_APPROVAL, "").strip()
-    if not value:
-        return "never-ask"
-    return check_approval(value) if value in APPROVALS else "always"
+    if environ is not None:
+        return _cap(environ)
+    return _stricter(_CAP_AT_IMPORT, _cap(os.environ))
 
 
 def check_approval(value: object) -> Approval:
