@@ -84,7 +84,7 @@ def tool_with(runs, approval="always"):
         runs.append(code)
         return "result:\n2.0"
 
-    return RunCode(runner, approval=approval)
+    return RunCode(runner, approval=approval, namespace={"df": pd.DataFrame({"price": [1.0, 3.0]})})
 
 
 def test_run_code_waits_for_run_then_the_model_reads_what_ran(scripted_server, tmp_path, runs):

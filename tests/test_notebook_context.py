@@ -147,7 +147,7 @@ def run_code(runs):
         runs.append(code)
         return f"ran {len(runs)}"
 
-    return RunCode(runner)
+    return RunCode(runner, namespace={"df": pd.DataFrame({"a": [1, 2]})})
 
 
 ARGS = {"code": "df.describe()", "why": "To see the columns."}

@@ -281,7 +281,8 @@ def notebook_tools(
     ``list_variables``, ``describe(name)``, ``read_cell(n)`` and ``last_error``
     only read; ``run_code(code)`` is a client tool: the person runs, edits or
     rejects the code first, unless the ``approval`` policy (``"always"`` ask,
-    ``"risky"``, ``"never-ask"``; capped by ``NBCHAT_MAX_APPROVAL``) lets it run.
+    ``"risky"``: only code the allowlist proves harmless among the notebook's
+    variables, ``"never-ask"``; capped by ``NBCHAT_MAX_APPROVAL``) lets it run.
     ``on_run(result)`` is called after each run (the magics show its output).
     """
     from ._code_tool import RunCode
@@ -336,5 +337,7 @@ def notebook_tools(
             on_run(ran)
         return ran.as_text()
 
-    run_code = RunCode(runner, approval=approval)
+    run_code = RunCode(
+        runner, approval=approval, namespace=shell.user_ns, transform=shell.transform_cell
+    )
     return [list_variables, describe_variable, read_cell, last_error, run_code]

@@ -127,8 +127,8 @@ class ChatMagics(Magics):
     ).tag(config=True)
     approval = Unicode(
         "always",
-        help="When code the model wants to run needs your yes: 'always', 'risky' (only code "
-        "that may touch files, network or processes) or 'never-ask'. NBCHAT_MAX_APPROVAL caps it.",
+        help="When code the model wants to run needs your yes: 'always', 'risky' (all code "
+        "but what the allowlist proves harmless) or 'never-ask'. NBCHAT_MAX_APPROVAL caps it.",
     ).tag(config=True)
     context_budget = Int(
         2000, help="Tokens each @name (or --figure, --fix) description may take at most."
