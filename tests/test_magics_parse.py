@@ -336,6 +336,7 @@ def test_thread_commands(run: Any, ip: InteractiveShell, server: ScriptedServer,
         "My 'first' thread\n\nthread 1 · scripted-large · 1 turns\n\nYou: hello\n\n"
     )
     assert run("%chat --show 2").out.count("\n\nYou: ") == 1
+    assert run("%chat -t 2 --show").out.startswith("Question About Second\n")  # -t names it
     assert run("%chat --delete 1").out == "Deleted thread 1.\n"
     assert [t.id for t in store(tmp_path).threads()] == [2]
     assert ip.magics_manager.registry["ChatMagics"].thread_id is None

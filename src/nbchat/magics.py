@@ -28,6 +28,7 @@ from ._jupyter_notes import show_note
 from ._magic_syntax import protect_chat_questions, split_options
 from ._notices import notify, set_notifier
 from ._secrets import scrub
+from .chat import TITLE_WAIT
 from .errors import NbchatError
 from .options import check_options, parse_value
 from .render import Mode, RenderResult, TurnRenderer, detect_mode, execution_marker
@@ -683,7 +684,9 @@ class ChatMagics(Magics):
     def _cmd_show(self, opts: Any, text: str) -> None:
         from ._views import thread_html
 
-        thread = self.chat.store.get(self._thread_arg(opts.show))
+        self.chat.wait_for_titles(TITLE_WAIT)  # as --list does: a title under way is shown
+        chosen = opts.show if opts.show not in (None, "") else opts.thread
+        thread = self.chat.store.get(self._thread_arg(chosen))
         body, plain = thread_html(thread)
         display(markup.bundle(body, plain), raw=True, metadata={"nbchat": {"thread": thread.id}})
 
