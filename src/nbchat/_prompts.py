@@ -362,7 +362,7 @@ class ToolPrompt(widgets.VBox):
         risks = [str(risk) for risk in prompt.extra.get("risks") or ()]
         why = ("It needs your yes because it " + "; ".join(risks) + "." if risks else
                "Your approval policy asks before any code runs.")
-        lines = self.code.count("\n") + 1
+        lines = self.code.rstrip("\n").count("\n") + 1
         return markup.join([
             markup.code(self.code, "python"),
             markup.text(f"{lines} line{'s' * (lines != 1)} · {why}", cls="nbchat-dim", block=True),
