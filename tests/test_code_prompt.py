@@ -242,6 +242,8 @@ def test_a_run_whose_stored_code_changed_after_it_was_shown_is_refused(
     with pytest.raises(StoreCorrupt, match="not the code the prompt showed"):
         chat.answer_tool_call(thread, {"action": "run", "shown": prompt_digest(CODE)})
     assert runs == []
+    prompt.buttons[2].click()  # Reject: nothing is left waiting for the next tests
+    assert runs == [] and prompt.is_answered
 
 
 def prompt_digest(code: str) -> str:
