@@ -20,6 +20,7 @@ from nbchat.errors import (
     ToolRequirementsNotMet,
 )
 from nbchat.events import (
+    ReasoningDelta,
     TextDelta,
     ToolCall,
     ToolCallPending,
@@ -529,3 +530,32 @@ def test_server_requests_are_one_connection_for_a_whole_thread(chat, scripted_se
 def test_a_second_scripted_server_is_independent():
     with ScriptedServer(Reply("one")) as first, ScriptedServer(Reply("two")) as second:
         assert first.url != second.url
+
+
+class _CountedText(str):
+    """A chunk that counts the concatenations it takes part in (each one copies the text)."""
+
+    concatenations = 0
+
+    def __add__(self, other: str) -> str:
+        _CountedText.concatenations += 1
+        return str.__add__(self, other)
+
+    def __radd__(self, other: str) -> str:
+        _CountedText.concatenations += 1
+        return str.__add__(other, self)
+
+
+def test_an_answer_collects_its_chunks_without_copying_the_text_so_far():
+    chunks = [_CountedText(f"word{i} ") for i in range(2000)]
+    answer = nbchat.Answer.streaming(
+        iter([TurnStarted(1, 0, "m"), *map(TextDelta, chunks), *map(ReasoningDelta, chunks)])
+    )
+    _CountedText.concatenations = 0
+    for _ in answer:
+        pass
+    assert _CountedText.concatenations == 0
+    assert answer.text == answer.reasoning == "".join(chunks)
+    assert answer == nbchat.Answer(
+        "".join(chunks), 1, 0, "interrupted", "m", reasoning="".join(chunks)
+    )

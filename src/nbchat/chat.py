@@ -71,6 +71,35 @@ TITLE_REQUEST = (
 )
 
 
+class _Joined:
+    """A str field kept as the parts streamed into it, joined when read.
+
+    ``+=`` on an attribute copies the whole text for every chunk, which grows
+    with the square of the answer's length; appending a part does not.
+    """
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.parts = f"_{name}_parts"
+
+    def __get__(self, instance: object | None, owner: type | None = None) -> str:
+        if instance is None:
+            return ""  # the field's default
+        parts: list[str] = instance.__dict__[self.parts]
+        if len(parts) > 1:
+            parts[:] = ["".join(parts)]
+        return parts[0]
+
+    def __set__(self, instance: object, text: str) -> None:
+        instance.__dict__[self.parts] = [text]
+
+    def add(self, instance: object, text: str) -> None:
+        """Append ``text`` to the field of ``instance``."""
+        instance.__dict__[self.parts].append(text)
+
+
+_TEXT, _REASONING = _Joined(), _Joined()
+
+
 @dataclass
 class Answer:
     """One turn: iterable while it streams (its events), then what it came to.
@@ -84,7 +113,7 @@ class Answer:
     ``finish_reason == "length"``) says why in ``note``.
     """
 
-    text: str = ""
+    text: _Joined = _TEXT
     thread_id: int | None = None
     turn: int = 0
     status: str = "complete"
@@ -94,7 +123,7 @@ class Answer:
     pending: tuple[PendingCall, ...] = ()
     error: NbchatError | None = field(default=None, compare=False)
     events: Iterator[Event] | None = field(default=None, repr=False, compare=False)
-    reasoning: str = ""
+    reasoning: _Joined = _REASONING
     finish_reason: str | None = None
     note: str = ""
 
@@ -135,9 +164,9 @@ class Answer:
     def _note(self, event: Event) -> None:
         kind = type(event)
         if kind is TextDelta:
-            self.text += event.text  # type: ignore[union-attr]
+            _TEXT.add(self, event.text)  # type: ignore[union-attr]
         elif kind is ReasoningDelta:
-            self.reasoning += event.text  # type: ignore[union-attr]
+            _REASONING.add(self, event.text)  # type: ignore[union-attr]
         elif kind is TurnStarted:
             self.thread_id, self.turn, self.model = (
                 event.thread_id, event.turn, event.model)  # type: ignore[union-attr]
