@@ -559,3 +559,29 @@ def test_an_answer_collects_its_chunks_without_copying_the_text_so_far():
     assert answer == nbchat.Answer(
         "".join(chunks), 1, 0, "interrupted", "m", reasoning="".join(chunks)
     )
+
+
+@pytest.mark.timeout(15)  # the server stays silent for 30 s: only the stop can end the turn
+def test_a_stop_from_another_thread_ends_the_turn_while_the_server_is_silent(
+    chat, scripted_server
+):
+    import threading
+
+    scripted_server.script(Reply(tokens=20, stall_after=3, stall=30))
+    thread = chat.new_thread()
+    answer = chat.iter_ask(thread, "tell me a story")
+    events = []
+    for event in answer:
+        events.append(event)
+        if event == TextDelta("word2 "):  # the server is silent from here on
+            threading.Timer(0.2, answer.stop).start()
+    seen = [e.text for e in events if isinstance(e, TextDelta)]
+    assert seen == ["word0 ", "word1 ", "word2 "]
+    assert isinstance(events[-1], TurnFinished) and events[-1].status == "interrupted"
+    assert (answer.status, answer.text) == ("interrupted", "word0 word1 word2 ")
+    turn = chat.store.get(thread).turns[0]
+    assert (turn.status, turn.answer) == ("interrupted", "word0 word1 word2 ")
+    request = scripted_server.chat_requests[0]
+    assert scripted_server.wait_for(lambda: request.disconnected, timeout=5)
+    with pytest.raises(nbchat.TurnInterrupted):
+        answer.result()

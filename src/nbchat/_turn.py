@@ -32,6 +32,7 @@ from .events import (
     UsageReported,
 )
 from .llm import LLMClient
+from .llm._stop import StopSignal
 from .records import PendingCall, Prompt, RecordError
 from .tools import ClientTool, KernelTool, Toolbox, ToolContext
 
@@ -91,6 +92,7 @@ class TurnSpec:
     refit: Callable[[NbchatError], tuple[list[dict[str, Any]], int] | None] | None = None
     dropped_turns: int = 0  # earlier turns the context already leaves out
     context_size: int | None = None
+    stop: StopSignal | None = None  # set from another thread: the turn ends as interrupted
 
 
 def run_turn(spec: TurnSpec) -> Iterator[Event]:
@@ -130,7 +132,8 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
         try:
             last_checkpoint = time.monotonic()
             for event in spec.llm.stream(
-                spec.context + spec.messages, model=spec.model, tools=tools, options=options
+                spec.context + spec.messages, model=spec.model, tools=tools, options=options,
+                stop=spec.stop,
             ):
                 if type(event) is TextDelta:
                     if separate:
@@ -172,6 +175,10 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
             raise
         except NbchatError as error:
             yield from _failed(spec, parts, round_start, error)
+            return
+        if spec.stop is not None and spec.stop.is_set():
+            spec.messages = _with_text(spec.messages, parts[round_start:])
+            yield finish("interrupted")
             return
         round_text = "".join(parts[round_start:])
         ending = ending_of(finish_reason)

@@ -53,6 +53,7 @@ from .events import (
 )
 from .history import ChatHistory
 from .llm import LLMClient
+from .llm._stop import StopSignal
 from .llm.local import BUNDLED_ALIAS
 from .options import TITLE_OPTIONS, Options, check_options, env_options, merge_options
 from .policy import Policy
@@ -126,11 +127,14 @@ class Answer:
     reasoning: _Joined = _REASONING
     finish_reason: str | None = None
     note: str = ""
+    _stop: StopSignal | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
-    def streaming(cls, events: Iterator[Event]) -> Answer:
-        """An Answer that fills in as ``events`` are iterated."""
-        return cls(status="streaming", events=events)
+    def streaming(cls, events: Iterator[Event], stop: StopSignal | None = None) -> Answer:
+        """An Answer that fills in as ``events`` are iterated; :meth:`stop` sets ``stop``."""
+        answer = cls(status="streaming", events=events)
+        answer._stop = stop
+        return answer
 
     def __iter__(self) -> Iterator[Event]:
         events, self.events = self.events, None
@@ -155,8 +159,18 @@ class Answer:
                                   partial=self.text)
         return self
 
+    def stop(self) -> None:
+        """Stop the turn from any thread, at once even while the model sends nothing.
+
+        The thread iterating the answer sees it end: the turn is saved as
+        ``interrupted`` with the text so far, and the last event is the
+        TurnFinished that says so. Stopping a finished turn does nothing.
+        """
+        if self._stop is not None:
+            self._stop.set()
+
     def close(self) -> None:
-        """Stop the turn (the engine records it as interrupted)."""
+        """Stop the turn from the thread that iterates it (the engine records it as interrupted)."""
         close = getattr(self.events, "close", None)
         if close is not None:
             close()
@@ -413,9 +427,9 @@ class _Engine:
             context, model, self._options(check_options(options)), self._offered(model),
             tool_context=ToolContext(self.settings.user, self.settings.user, self.permissions),
             recorder=HistoryRecorder(history, question) if update else NullRecorder(),
-            suspendable=False,
+            suspendable=False, stop=StopSignal(),
         )  # fmt: skip
-        return Answer.streaming(run_turn(spec))
+        return Answer.streaming(run_turn(spec), spec.stop)
 
 
 class Chat(_Engine):
@@ -653,8 +667,10 @@ class Chat(_Engine):
         self.store.update_turn(thread_id, turn, options=chosen)
         history = self._thread_history(thread, upto=len(thread.turns))
         history.chat_as_user(query, context=items)
-        events = self._run(thread, turn, history, model, chosen)
-        return Answer.streaming(_chain([ToolCallAbandoned(call) for call in abandoned], events))
+        stop = StopSignal()
+        events = self._run(thread, turn, history, model, chosen, stop=stop)
+        abandoned_events = [ToolCallAbandoned(call) for call in abandoned]
+        return Answer.streaming(_chain(abandoned_events, events), stop)
 
     def retry(self, thread_id: int) -> Answer:
         """Ask the last query again when its turn failed or was interrupted.
@@ -679,8 +695,11 @@ class Chat(_Engine):
         history.chat_as_user(thread.turns[last].query, context=thread.turns[last].context)
         model = thread.turns[last].model or thread.model
         options = _turn_options(thread, thread.turns[last], self)
-        events = self._run(thread, last, history, model, options, messages=messages, text=text)
-        return Answer.streaming(events)
+        stop = StopSignal()
+        events = self._run(
+            thread, last, history, model, options, messages=messages, text=text, stop=stop
+        )
+        return Answer.streaming(events, stop)
 
     def ask_with_history(
         self,
@@ -774,11 +793,13 @@ class Chat(_Engine):
             return Answer.streaming(iter([result, *map(ToolCallPending, turn.pending), finished]))
         history = self._thread_history(thread, upto=call.turn)
         history.chat_as_user(turn.query, context=turn.context)
+        stop = StopSignal()
         events = self._run(
             thread, call.turn, history, turn.model or thread.model,
             _turn_options(thread, turn, self), messages=turn.messages, text=turn.answer,
+            stop=stop,
         )  # fmt: skip
-        return Answer.streaming(_chain([result], events))
+        return Answer.streaming(_chain([result], events), stop)
 
     def _act_on_answer(
         self, call: PendingCall, tool: ClientTool, answer: object
@@ -816,13 +837,14 @@ class Chat(_Engine):
         *,
         messages: list[dict[str, Any]] | None = None,
         text: str = "",
+        stop: StopSignal | None = None,
     ) -> Iterator[Event]:
         builtin = (thread.settings or {}).get("builtin_tools")
         spec = self._spec(
             history, model, options, self._offered(model, builtin),
             tool_context=ToolContext(self.user, thread.user, self.permissions, thread.id),
             recorder=ThreadRecorder(self.store, thread.id, turn),
-            thread_id=thread.id, turn=turn, messages=list(messages or []), text=text,
+            thread_id=thread.id, turn=turn, messages=list(messages or []), text=text, stop=stop,
         )  # fmt: skip
         for event in run_turn(spec):
             if type(event) is TurnFinished and event.status == "complete" and not thread.title:
