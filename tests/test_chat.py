@@ -585,3 +585,42 @@ def test_a_stop_from_another_thread_ends_the_turn_while_the_server_is_silent(
     assert scripted_server.wait_for(lambda: request.disconnected, timeout=5)
     with pytest.raises(nbchat.TurnInterrupted):
         answer.result()
+
+
+def _title_request(server: ScriptedServer):
+    [request] = [r for r in server.chat_requests if "conversation title" in json.dumps(r.body)]
+    return request
+
+
+@pytest.mark.timeout(40)
+def test_a_title_reply_that_never_ends_is_cut_at_its_size_bound(chat, scripted_server):
+    scripted_server.script(
+        Reply("Endless Title Words ", repeat_bytes=50_000_000, repeat_seconds=30,
+              when="conversation title"),
+        Reply("Use sorted(...).", when="sort a dict"),
+    )  # fmt: skip
+    thread = chat.new_thread()
+    chat.ask(thread, "How do I sort a dict by value?")
+    assert chat.wait_for_titles()
+    assert chat.thread_list() == [(thread, "How do I sort a")]  # the question's first words
+    request = _title_request(scripted_server)
+    assert scripted_server.wait_for(lambda: request.disconnected, timeout=10)
+    assert request.completed is False
+
+
+@pytest.mark.timeout(12)  # listing once waited 15 s for a title under way
+def test_a_slow_title_reply_neither_holds_up_listing_nor_lasts(chat, scripted_server):
+    scripted_server.script(
+        Reply("Slow ", delay=0.05, repeat_bytes=10**9, repeat_seconds=60,
+              when="conversation title"),
+        Reply("Use sorted(...).", when="sort a dict"),
+    )  # fmt: skip
+    thread = chat.new_thread()
+    chat.ask(thread, "How do I sort a dict by value?")
+    assert chat.thread_list() == [(thread, "")]
+    assert not chat.wait_for_titles(0)  # listing returned with the title still under way
+    assert chat.wait_for_titles()
+    assert chat.thread_list() == [(thread, "How do I sort a")]
+    request = _title_request(scripted_server)
+    assert scripted_server.wait_for(lambda: request.disconnected, timeout=10)
+    assert request.chunks_sent * len("Slow ") < 2000  # cut by time, before the size bound

@@ -250,9 +250,11 @@ class _Titles:
 
     The cell is done when the answer is: the title request runs in a daemon
     thread and its result is a store update (the panel and ``--list`` read it
-    from there). Listing in the same process waits for titles under way (a
-    few seconds at most), so ``%chat --list`` right after an answer shows it.
-    At exit a script waits briefly for them too.
+    from there). A title request reads at most ``TITLE_MAX_CHARS`` of reply
+    and lasts at most ``TITLE_SECONDS``; past either it is given up and the
+    question's first words are the title. Listing in the same process waits
+    up to ``TITLE_WAIT`` for titles under way, so ``%chat --list`` right after
+    an answer shows it; at exit a script waits up to ``EXIT_TITLE_WAIT``.
     """
 
     def __init__(self) -> None:
@@ -289,14 +291,18 @@ class _Titles:
                 self._workers.pop(thread_id, None)
 
 
-TITLE_WAIT = 15.0  # seconds listing waits for a title under way
+TITLE_MAX_CHARS = 2000  # a reply this long is no title: stop reading it
+TITLE_SECONDS = 5.0  # a title request is given up after this long, however it streams
+TITLE_WAIT = 1.0  # seconds listing waits for a title under way
+EXIT_TITLE_WAIT = 2.0  # seconds the process waits at exit for titles under way
 _RUNNING_TITLES: weakref.WeakSet[_Titles] = weakref.WeakSet()
 
 
 @atexit.register
 def _finish_titles() -> None:
+    deadline = time.monotonic() + EXIT_TITLE_WAIT
     for titles in list(_RUNNING_TITLES):
-        titles.wait(TITLE_WAIT)
+        titles.wait(max(0.0, deadline - time.monotonic()))
 
 
 class HistoryRecorder(NullRecorder):
@@ -571,7 +577,11 @@ class Chat(_Engine):
                 raise event.error
 
     def get_thread_title(self, thread_id: int) -> str:
-        """Ask the model for a 3–5 word title (first words of the first query if it fails)."""
+        """Ask the model for a 3–5 word title (first words of the first query if it fails).
+
+        A reply longer than ``TITLE_MAX_CHARS`` or slower than ``TITLE_SECONDS``
+        counts as failed: the request is closed there.
+        """
         thread = self.store.get(thread_id)
         if not thread.turns:
             raise InputError(f"thread {thread_id} has no turns to title yet; ask something first")
@@ -585,15 +595,25 @@ class Chat(_Engine):
         ]
         options = merge_options(_provider_only(self._options(_thread_options(thread))),
                                 TITLE_OPTIONS)  # fmt: skip
+        stop = StopSignal()
+        deadline = stop.set_after(TITLE_SECONDS)
+        events = self.llm.stream(messages, model=thread.model, options=options, stop=stop)
+        parts: list[str] = []
+        size = 0
         try:
-            text = "".join(
-                e.text
-                for e in self.llm.stream(messages, model=thread.model, options=options)
-                if type(e) is TextDelta
-            )
+            for event in events:
+                if type(event) is TextDelta or type(event) is ReasoningDelta:
+                    size += len(event.text)
+                    if size > TITLE_MAX_CHARS:
+                        return fallback
+                    if type(event) is TextDelta:
+                        parts.append(event.text)
         except NbchatError:
             return fallback
-        return _clean_title(text) or fallback
+        finally:
+            deadline.cancel()
+            events.close()  # an unfinished reply closes its connection
+        return fallback if stop.is_set() else _clean_title("".join(parts)) or fallback
 
     # -- beyond the source ----------------------------------------------------
     def threads(self) -> list[ThreadInfo]:
@@ -823,7 +843,11 @@ class Chat(_Engine):
         return self.store.update_turn(call.thread_id, call.turn, messages=messages)
 
     def wait_for_titles(self, timeout: float | None = None) -> bool:
-        """Wait until the titles this Chat is generating are saved; False on timeout."""
+        """Wait until the titles this Chat is generating are saved; False on timeout.
+
+        Without a timeout this waits as long as a title request may last
+        (``TITLE_SECONDS``, plus the time to connect).
+        """
         return self._titles.wait(timeout)
 
     # -- internals ---------------------------------------------------------------

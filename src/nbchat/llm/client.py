@@ -10,7 +10,7 @@ import contextlib
 import json
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -104,7 +104,7 @@ class LLMClient:
         tools: Sequence[dict[str, Any]] | None = None,
         options: Mapping[str, Any] | None = None,
         stop: StopSignal | None = None,
-    ) -> Iterator[ReplyEvent]:
+    ) -> Generator[ReplyEvent, None, None]:
         """Reply events for one chat request, as they arrive.
 
         ``options`` (checked by :func:`nbchat.options.check_options`) are
