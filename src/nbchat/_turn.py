@@ -130,7 +130,8 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
         options = spec.options if round_number == 0 else _unforced(spec.options)
         finish_reason = None
         try:
-            last_checkpoint = time.monotonic()
+            monotonic, add_text = time.monotonic, parts.append  # once, not per chunk
+            next_checkpoint = monotonic() + CHECKPOINT_SECONDS
             for event in spec.llm.stream(
                 spec.context + spec.messages, model=spec.model, tools=tools, options=options,
                 stop=spec.stop,
@@ -138,14 +139,14 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
                 if type(event) is TextDelta:
                     if separate:
                         separate = False
-                        parts.append("\n\n")
+                        add_text("\n\n")
                         round_start += 1
                         yield TextDelta("\n\n")
-                    parts.append(event.text)
+                    add_text(event.text)
                     yield event
-                    if time.monotonic() - last_checkpoint > CHECKPOINT_SECONDS:
+                    if monotonic() > next_checkpoint:
                         spec.recorder.checkpoint("".join(parts), spec.messages)
-                        last_checkpoint = time.monotonic()
+                        next_checkpoint = monotonic() + CHECKPOINT_SECONDS
                 elif type(event) is ToolCallRequested:
                     calls.append(event.call)
                     yield event

@@ -91,11 +91,12 @@ class _Joined:
         return parts[0]
 
     def __set__(self, instance: object, text: str) -> None:
-        instance.__dict__[self.parts] = [text]
+        self.parts_of(instance)[:] = [text]
 
-    def add(self, instance: object, text: str) -> None:
-        """Append ``text`` to the field of ``instance``."""
-        instance.__dict__[self.parts].append(text)
+    def parts_of(self, instance: object) -> list[str]:
+        """The parts of the field of ``instance``: one list for its lifetime, to append to."""
+        parts: list[str] = instance.__dict__.setdefault(self.parts, [])
+        return parts
 
 
 _TEXT, _REASONING = _Joined(), _Joined()
@@ -140,9 +141,13 @@ class Answer:
         events, self.events = self.events, None
         if events is None:
             return
+        add_text = _TEXT.parts_of(self).append  # the bulk of the events, at the least cost
         try:
             for event in events:
-                self._note(event)
+                if type(event) is TextDelta:
+                    add_text(event.text)
+                else:
+                    self._note(event)
                 yield event
         finally:
             if self.status == "streaming":
@@ -176,11 +181,10 @@ class Answer:
             close()
 
     def _note(self, event: Event) -> None:
+        """Take in an event other than TextDelta (``__iter__`` appends those itself)."""
         kind = type(event)
-        if kind is TextDelta:
-            _TEXT.add(self, event.text)  # type: ignore[union-attr]
-        elif kind is ReasoningDelta:
-            _REASONING.add(self, event.text)  # type: ignore[union-attr]
+        if kind is ReasoningDelta:
+            _REASONING.parts_of(self).append(event.text)  # type: ignore[union-attr]
         elif kind is TurnStarted:
             self.thread_id, self.turn, self.model = (
                 event.thread_id, event.turn, event.model)  # type: ignore[union-attr]
@@ -689,8 +693,9 @@ class Chat(_Engine):
         history.chat_as_user(query, context=items)
         stop = StopSignal()
         events = self._run(thread, turn, history, model, chosen, stop=stop)
-        abandoned_events = [ToolCallAbandoned(call) for call in abandoned]
-        return Answer.streaming(_chain(abandoned_events, events), stop)
+        if abandoned:
+            events = _chain([ToolCallAbandoned(call) for call in abandoned], events)
+        return Answer.streaming(events, stop)
 
     def retry(self, thread_id: int) -> Answer:
         """Ask the last query again when its turn failed or was interrupted.
@@ -872,8 +877,12 @@ class Chat(_Engine):
         )  # fmt: skip
         for event in run_turn(spec):
             if type(event) is TurnFinished and event.status == "complete" and not thread.title:
-                self._titles.start(self, thread.id)
-            yield event
+                try:
+                    yield event  # the front end shows the answer before the title is asked for
+                finally:
+                    self._titles.start(self, thread.id)
+            else:
+                yield event
 
     def _waiting(self, thread: Thread) -> list[PendingCall]:
         calls = _waiting(thread)
