@@ -213,6 +213,7 @@ class ThreadRecorder:
 
     def __init__(self, store: Store, thread_id: int, turn: int) -> None:
         self.store, self.thread_id, self.turn = store, thread_id, turn
+        self.status: str | None = None  # how the turn ended, once it has
 
     def checkpoint(self, text: str, messages: list[dict[str, Any]]) -> None:
         self.store.update_turn(self.thread_id, self.turn, answer=text)
@@ -229,6 +230,7 @@ class ThreadRecorder:
         finish_reason: str | None = None,
         reasoning: str = "",
     ) -> None:
+        self.status = status
         self.store.update_turn(
             self.thread_id,
             self.turn,
@@ -869,20 +871,18 @@ class Chat(_Engine):
         stop: StopSignal | None = None,
     ) -> Iterator[Event]:
         builtin = (thread.settings or {}).get("builtin_tools")
+        recorder = ThreadRecorder(self.store, thread.id, turn)
         spec = self._spec(
             history, model, options, self._offered(model, builtin),
             tool_context=ToolContext(self.user, thread.user, self.permissions, thread.id),
-            recorder=ThreadRecorder(self.store, thread.id, turn),
+            recorder=recorder,
             thread_id=thread.id, turn=turn, messages=list(messages or []), text=text, stop=stop,
         )  # fmt: skip
-        for event in run_turn(spec):
-            if type(event) is TurnFinished and event.status == "complete" and not thread.title:
-                try:
-                    yield event  # the front end shows the answer before the title is asked for
-                finally:
-                    self._titles.start(self, thread.id)
-            else:
-                yield event
+        try:
+            yield from run_turn(spec)
+        finally:  # after the front end has shown the answer: the title does not compete
+            if recorder.status == "complete" and not thread.title:
+                self._titles.start(self, thread.id)
 
     def _waiting(self, thread: Thread) -> list[PendingCall]:
         calls = _waiting(thread)
