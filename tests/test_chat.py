@@ -624,3 +624,23 @@ def test_a_slow_title_reply_neither_holds_up_listing_nor_lasts(chat, scripted_se
     request = _title_request(scripted_server)
     assert scripted_server.wait_for(lambda: request.disconnected, timeout=10)
     assert request.chunks_sent * len("Slow ") < 2000  # cut by time, before the size bound
+
+
+@pytest.mark.timeout(15)  # the server holds its answer for 30 s: only the stop can end the turn
+def test_a_stop_ends_the_turn_while_the_server_has_not_answered_yet(chat, scripted_server):
+    import threading
+
+    scripted_server.script(Reply("Too late.", hold=30))
+    thread = chat.new_thread()
+    answer = chat.iter_ask(thread, "hello")
+
+    def stop_once_asked() -> None:
+        scripted_server.wait_for(lambda: scripted_server.chat_requests, timeout=10)
+        answer.stop()
+
+    threading.Thread(target=stop_once_asked).start()
+    events = list(answer)
+    assert [type(e) for e in events] == [TurnStarted, TurnFinished]
+    assert (events[-1].status, answer.status, answer.text) == ("interrupted", "interrupted", "")
+    turn = chat.store.get(thread).turns[0]
+    assert (turn.status, turn.answer) == ("interrupted", "")

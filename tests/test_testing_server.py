@@ -724,6 +724,7 @@ def test_reply_json_round_trip():
         malformed_after=2,
         stall_after=3,
         stall=4.0,
+        hold=0.5,
         repeat_bytes=5,
         repeat_seconds=6.0,
         usage=False,

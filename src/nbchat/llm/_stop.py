@@ -4,7 +4,9 @@ A read blocked on a silent socket wakes only when bytes come or the socket is
 shut down: closing the response (or the socket) from another thread does not
 wake it on Linux. :class:`StopSignal` runs the hooks of the requests under way
 when it is set; the client's hook shuts the connection's socket down, so the
-blocked read returns at once and the stream ends.
+blocked read returns at once and the stream ends. Before the response has
+come there is no socket to shut: :func:`send_until_stopped` waits for it in
+another thread, so the stop still ends the wait at once.
 """
 
 from __future__ import annotations
@@ -85,3 +87,61 @@ def shut(response: httpx.Response) -> None:
     sock = stream.get_extra_info("socket") if stream is not None else None
     if isinstance(sock, socket.socket):
         shut_down(sock)
+
+
+def send_until_stopped(
+    send: Callable[[], httpx.Response], stop: StopSignal
+) -> httpx.Response | None:
+    """``send()``, or None as soon as ``stop`` is set, also before the endpoint answers.
+
+    The request runs in a thread of its own, so a stop need not wait for the
+    response headers (a server loading a model sends none for a while). A
+    response that comes after the stop is closed unread.
+    """
+    handoff = _Handoff()
+    threading.Thread(target=handoff.run, args=(send,), daemon=True, name="nbchat-send").start()
+    try:
+        with stop.on_set(handoff.ready.set):
+            handoff.ready.wait()
+    except BaseException:  # a kernel interrupt while waiting: nobody will read the response
+        handoff.abandon()
+        raise
+    return handoff.take()
+
+
+class _Handoff:
+    """One response (or error) passed from the sending thread to the one that waits."""
+
+    def __init__(self) -> None:
+        self.ready = threading.Event()
+        self._lock = threading.Lock()
+        self._response: httpx.Response | None = None
+        self._error: BaseException | None = None
+        self._is_done = self._is_abandoned = False
+
+    def run(self, send: Callable[[], httpx.Response]) -> None:
+        try:
+            response, error = send(), None
+        except BaseException as exc:  # handed to the waiting thread, which raises it
+            response, error = None, exc
+        with self._lock:
+            self._response, self._error, self._is_done = response, error, True
+            if self._is_abandoned and response is not None:
+                response.close()
+        self.ready.set()
+
+    def take(self) -> httpx.Response | None:
+        """The response; None (abandoned) when it has not come; the sender's error raised."""
+        with self._lock:
+            if not self._is_done:
+                self._is_abandoned = True
+                return None
+        if self._error is not None:
+            raise self._error
+        return self._response
+
+    def abandon(self) -> None:
+        with self._lock:
+            self._is_abandoned = True
+            if self._response is not None:
+                self._response.close()

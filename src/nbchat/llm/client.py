@@ -30,7 +30,7 @@ from ..events import ReplyEvent
 from ..policy import Policy
 from . import _http, discovery
 from ._protocol import Provider, Reply
-from ._stop import StopSignal, shut
+from ._stop import StopSignal, send_until_stopped, shut
 from .ollama import OllamaProvider
 from .openai import OpenAIProvider
 
@@ -117,7 +117,15 @@ class LLMClient:
         model = Policy.from_env().model(model) or model
         body = self.provider.chat_body(messages, model, tools, stream=True, options=options)
         with _http.redacting():
-            response = self._send_chat(body, model, messages, options)
+            if stop is None:
+                response = self._send_chat(body, model, messages, options)
+            else:
+                sent = send_until_stopped(
+                    lambda: self._send_chat(body, model, messages, options), stop
+                )
+                if sent is None:
+                    return
+                response = sent
             try:
                 with contextlib.nullcontext() if stop is None else stop.on_set(
                     lambda: shut(response)

@@ -198,6 +198,8 @@ class Handler(BaseHTTPRequestHandler):
         if protocol is OPENAI and owner.context_size and prompt > owner.context_size:
             return self._send_json(400, OPENAI.overflow(prompt, owner.context_size))
         reply = owner._pick(body)
+        if reply is not None and reply.hold:
+            self._pause(reply.hold)
         if reply is not None and reply.status is not None:
             headers = {}
             if reply.retry_after is not None:

@@ -51,6 +51,9 @@ class Reply:
     cut_after, malformed_after, stall_after, stall
         After that many chunks: close the socket mid-body; send a line that is
         not JSON; or wait ``stall`` seconds before going on.
+    hold
+        Seconds to wait before answering at all, not even the headers (a
+        server loading the model); a client hanging up ends the wait.
     repeat_bytes, repeat_seconds
         A stream that does not stop: after the chunks, send them again and
         again (``delay`` apart) until this many more bytes of body went out or
@@ -91,6 +94,7 @@ class Reply:
     malformed_after: int | None = None
     stall_after: int | None = None
     stall: float = 30.0
+    hold: float = 0.0
     repeat_bytes: int | None = None
     repeat_seconds: float = 30.0
     usage: bool = True
@@ -196,8 +200,8 @@ def _validate(reply: Reply) -> None:
         raise ValueError(
             f"Reply reasoning_as must be one of {REASONING_FORMS}, got {reply.reasoning_as!r}"
         )
-    if reply.delay < 0 or reply.stall < 0 or reply.repeat_seconds < 0:
-        raise ValueError("Reply delay, stall and repeat_seconds must not be negative")
+    if min(reply.delay, reply.stall, reply.hold, reply.repeat_seconds) < 0:
+        raise ValueError("Reply delay, stall, hold and repeat_seconds must not be negative")
 
 
 def _when_to_json(when: When) -> Any:
