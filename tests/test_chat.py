@@ -69,6 +69,20 @@ def test_ask_streams_saves_and_titles_a_new_thread(chat, scripted_server):
     assert "conversation title" in title_request.messages[-1]["content"]
 
 
+def test_listing_from_another_chat_waits_for_a_title_under_way(
+    chat, scripted_server, tmp_path
+):
+    scripted_server.script(
+        Reply(when="conversation title", chunks=["Adding ", "Two Numbers"], delay=1.0)
+    )
+    thread = chat.new_thread()
+    chat.ask(thread, "What is 2+2?")  # returns with the title still streaming
+    elsewhere = Chat(base_url=scripted_server.url, store=tmp_path / "other", model="m")
+    assert elsewhere.wait_for_titles(0)  # another store has no title under way
+    other = Chat(base_url=scripted_server.url, store=tmp_path / "store", model="scripted-small")
+    assert other.thread_list() == [(thread, "Adding Two Numbers")]
+
+
 def test_follow_up_sends_earlier_turns_as_role_messages(chat, scripted_server):
     thread = chat.new_thread(system="Be brief.")
     chat.ask(thread, "What is 2+2?")

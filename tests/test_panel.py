@@ -11,6 +11,7 @@ import re
 import pytest
 
 import nbchat
+from markup_helpers import body, visible
 from nbchat import Chat
 from nbchat._usage import parse_prices
 from nbchat.errors import ConfigError
@@ -28,7 +29,9 @@ def chat(scripted_server: ScriptedServer, tmp_path) -> Chat:
 
 
 def footer_lines(panel: ChatPanel) -> list[str]:
-    return re.findall(r"<small>(.*?)</small>", panel.conversation.text)
+    """The usage line under each answer, as the person reads it."""
+    html = body(panel.conversation.data["text/html"])
+    return [visible(line) for line in re.findall(r"<small>(.*?)</small>", html)]
 
 
 # ---------------------------------------------------------------- keyboard
@@ -81,7 +84,7 @@ def test_escape_stops_a_background_answer_and_keeps_the_partial_text(chat, scrip
     thread = panel.thread_id
     # The kernel is free while it streams: wait for some text from here.
     for _ in range(400):
-        if "word" in panel.live.text:
+        if "word" in visible(panel.live.data.get("text/html", "")):
             break
         panel.wait(0.05)
     assert panel.is_streaming

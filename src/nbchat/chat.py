@@ -25,7 +25,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import markup
 from ._endings import fit_history, refit_history
+from ._secrets import remember
 from ._titles import clean_title
 from ._turn import NullRecorder, TurnSpec, run_turn
 from .config import ENV_TOOLLESS_MODELS, Settings, resolve
@@ -204,8 +206,8 @@ class Answer:
     def __str__(self) -> str:
         return self.text
 
-    def _repr_markdown_(self) -> str:
-        return self.text
+    def _repr_html_(self) -> str:
+        return markup.styled(markup.markdown(self.text))
 
 
 class ThreadRecorder:
@@ -258,14 +260,26 @@ class _Titles:
     thread and its result is a store update (the panel and ``--list`` read it
     from there). A title request reads at most ``TITLE_MAX_CHARS`` of reply
     and lasts at most ``TITLE_SECONDS``; past either it is given up and the
-    question's first words are the title. Listing in the same process waits
-    up to ``TITLE_WAIT`` for titles under way, so ``%chat --list`` right after
-    an answer shows it; at exit a script waits up to ``EXIT_TITLE_WAIT``.
+    question's first words are the title. Every Chat of the process on the
+    same store and user shares one registry (:meth:`shared`), so listing from
+    any of them waits up to ``TITLE_WAIT`` for titles under way: ``%chat
+    --list`` right after ``chat.ask(…)`` shows the title. At exit a script
+    waits up to ``EXIT_TITLE_WAIT``.
     """
 
     def __init__(self) -> None:
         self._workers: dict[int, threading.Thread] = {}
         self._lock = threading.Lock()
+
+    @classmethod
+    def shared(cls, store: Store) -> _Titles:
+        """The registry of the titles under way for *store*'s user in this process."""
+        key = (type(store).__name__, store.location(), store.user)
+        with _SHARED_LOCK:
+            titles = _SHARED_TITLES.get(key)
+            if titles is None:
+                titles = _SHARED_TITLES[key] = cls()
+        return titles
 
     def start(self, chat: Chat, thread_id: int) -> None:
         with self._lock:
@@ -284,7 +298,7 @@ class _Titles:
         for worker in list(self._workers.values()):
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             worker.join(left)
-        return not any(worker.is_alive() for worker in self._workers.values())
+        return not any(worker.is_alive() for worker in list(self._workers.values()))
 
     def _title(self, chat: Chat, thread_id: int) -> None:
         try:
@@ -302,6 +316,10 @@ TITLE_SECONDS = 5.0  # a title request is given up after this long, however it s
 TITLE_WAIT = 1.0  # seconds listing waits for a title under way
 EXIT_TITLE_WAIT = 2.0  # seconds the process waits at exit for titles under way
 _RUNNING_TITLES: weakref.WeakSet[_Titles] = weakref.WeakSet()
+_SHARED_TITLES: weakref.WeakValueDictionary[tuple[str, str, str], _Titles] = (
+    weakref.WeakValueDictionary()
+)
+_SHARED_LOCK = threading.Lock()
 
 
 @atexit.register
@@ -349,6 +367,7 @@ class _Engine:
             user=user,
         )
         self.settings: Settings = resolve(**self._explicit)  # type: ignore[arg-type]
+        remember(self.settings.api_key)  # kept out of what the notebook tools send from now on
         self.user_tools = list(tools)
         self.toolbox = Toolbox([*BUILTIN_CLIENT_TOOLS, *self.user_tools])
         self.builtin_tools = builtin_tools
@@ -502,7 +521,7 @@ class Chat(_Engine):
         self.store: Store = (
             given if given is not None else open_store(self.settings.store, self.settings.user)
         )
-        self._titles = _Titles()
+        self._titles = _Titles.shared(self.store)
 
     def __repr__(self) -> str:
         return f"Chat(user={self.store.user!r}, store={self.store.location()!r})"
@@ -766,16 +785,21 @@ class Chat(_Engine):
 
         Stored calls are checked against their tool's schema: a damaged one
         raises StoreCorrupt for its thread, and over all threads a thread that
-        cannot be read is left out, so the healthy ones still work.
+        cannot be read is left out, so the healthy ones still work. When none
+        waits, the first unreadable thread's StoreCorrupt is raised: the call
+        someone means to answer may be the damaged one.
         """
         if thread_id is not None:
             return self._waiting(self.store.get(thread_id))
         calls: list[PendingCall] = []
+        damaged: list[StoreCorrupt] = []
         for info in self.store.threads():
             try:
                 calls += self._waiting(self.store.get(info.id))
-            except StoreCorrupt:
-                continue
+            except StoreCorrupt as error:
+                damaged.append(error)
+        if damaged and not calls:
+            raise damaged[0]
         return calls
 
     def answer_tool_call(
@@ -799,6 +823,7 @@ class Chat(_Engine):
         call = self._find_pending(thread, call_id)
         tool = self.toolbox.client_tool(call.tool)
         self._check_stored_call(thread, call, tool)
+        self._check_shown(thread, call, tool, response)
         context = ToolContext(self.user, thread.user, self.permissions, thread_id)
         tool.check_requirements(context, call.arguments)
         answer = tool.parse_response(call.arguments, response)
@@ -892,6 +917,19 @@ class Chat(_Engine):
                 self._check_stored_call(thread, call, tool)
         return calls
 
+    def _check_shown(
+        self, thread: Thread, call: PendingCall, tool: ClientTool, response: object
+    ) -> None:
+        """An answer given to what a prompt showed must meet the same call in the store."""
+        check = getattr(tool, "check_shown", None)
+        why = check(call.arguments, response) if check is not None else None
+        if why:
+            where = self.store.location(thread.id)
+            raise StoreCorrupt(
+                f"{where} holds a pending {call.tool!r} call whose {why}; nothing ran; "
+                "ask again to see the code again", path=where,
+            )
+
     def _check_stored_call(self, thread: Thread, call: PendingCall, tool: ClientTool) -> None:
         """A stored call's arguments must still be what the tool accepts (files get edited)."""
         try:
@@ -951,6 +989,7 @@ class Chat(_Engine):
                 f"was answered ({done.shown}); nothing was sent again",
                 thread_id=thread.id,
                 call_id=done.call_id,
+                answer=done.shown,
             )
         if not calls:
             raise NoPendingCall(f"thread {thread.id} has no client-tool call waiting for an answer")

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from ..config import Settings
+from ..config import Settings, redact_url
 from ..errors import (
     EmptyAnswer,
     LLMConnectError,
@@ -61,7 +61,7 @@ class LLMClient:
         self._relocating = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"LLMClient({self.settings.provider}, {self.settings.base_url!r})"
+        return f"LLMClient({self.settings.provider}, {redact_url(repr(self.settings.base_url))})"
 
     def list_models(self) -> list[str]:
         """The model names the endpoint offers (those the administrator allows)."""

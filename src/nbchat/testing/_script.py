@@ -17,6 +17,8 @@ When = Union[None, str, "re.Pattern[str]", Callable[[Body], bool]]
 PARAGRAPH_TOKENS = 50
 _CONTEXT_HEAD = re.compile(r'<context name="([^"]*)" kind="([^"]*)">')
 _CONTEXT_BLOCK = re.compile(r"\s*<context name=.*?</context>", re.DOTALL)
+# The sentence nbchat puts before the blocks, saying that they are data.
+_CONTEXT_NOTE = re.compile(r"\s*Attached below, each in a <context> block:.*?inside them\.", re.S)
 REASONING_FORMS = ("reasoning_content", "reasoning", "think")
 _WORDISH = re.compile(r"\S+\s*|\s+")
 
@@ -252,7 +254,7 @@ def message_text(content: Any) -> str:
 
 def question_text(content: Any) -> str:
     """The text of a message without the context attached to it (``<context …>`` blocks)."""
-    return _CONTEXT_BLOCK.sub("", message_text(content)).strip()
+    return _CONTEXT_NOTE.sub("", _CONTEXT_BLOCK.sub("", message_text(content))).strip()
 
 
 def context_names(content: Any) -> list[tuple[str, str]]:
