@@ -73,7 +73,7 @@ def test_listing_from_another_chat_waits_for_a_title_under_way(
     chat, scripted_server, tmp_path
 ):
     scripted_server.script(
-        Reply(when="conversation title", chunks=["Adding ", "Two Numbers"], delay=1.0)
+        Reply(when="conversation title", chunks=["Adding ", "Two Numbers"], delay=0.2)
     )
     thread = chat.new_thread()
     chat.ask(thread, "What is 2+2?")  # returns with the title still streaming

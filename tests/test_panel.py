@@ -333,7 +333,7 @@ def test_stop_ends_a_background_answer_while_the_server_sends_nothing(chat, scri
     panel.input_box.value = "a long answer please"
     panel.send_button.click()
     thread = panel.thread_id
-    while "word2" not in panel.live.text:  # shown: the server is silent from here on
+    while "word2" not in panel.live.data.get("text/html", ""):  # shown; the server is silent
         panel.wait(0.05)
 
     panel.input_box._handle_custom_msg({"event": "stop"}, [])  # what Escape sends
