@@ -98,13 +98,12 @@ class TurnView:
             self.started = True
             self.sink.begin(self)
 
-    def _text(self, text: str) -> None:
-        self._start()
-        if not self.blocks or isinstance(self.blocks[-1], str):
-            self.blocks.append([])
-        parts = self.blocks[-1]
-        assert isinstance(parts, list)
-        parts.append(text)
+    def _text(self, text: str) -> None:  # once per chunk: kept lean
+        blocks = self.blocks
+        if not blocks or type(blocks[-1]) is str:
+            self._start()
+            blocks.append([])
+        blocks[-1].append(text)  # type: ignore[union-attr]
         self.size += len(text)
         self.sink.text(self, text)
 

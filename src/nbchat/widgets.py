@@ -11,9 +11,10 @@ written into widgets it owns, never with ``display``.
 
 How Escape stops an answer. When a person sends from the browser, the answer
 streams in a background thread and the widget callback returns at once; the
-stop request (a comm message from the question box) sets an event that the
-stream checks between two pieces of the answer, then the turn's generator is
-closed (the engine saves it as interrupted, the connection closes). Measured
+stop request (a comm message from the question box) calls the answer's
+:meth:`~nbchat.Answer.stop`, which shuts the connection down, so the answer
+ends at once even while the model sends nothing (the engine saves it as
+interrupted). Measured
 in JupyterLab + Chromium on ipykernel 7.4, Escape to the interrupted answer on
 screen: 85 ms with the stream in a thread, 182 ms with it in the callback on
 the main thread. That 7.4 handled the stop message while the callback ran is
@@ -147,7 +148,7 @@ class ChatPanel(widgets.VBox):
         self._infos: dict[int, ThreadInfo] = {}
         self._stamp: object = None
         self._syncing = False
-        self._stop_requested = threading.Event()
+        self._turn: _Stoppable | None = None
         self._worker: threading.Thread | None = None
         self._answer_callbacks = widgets.CallbackDispatcher()
         self._thread_callbacks = widgets.CallbackDispatcher()
@@ -226,11 +227,12 @@ class ChatPanel(widgets.VBox):
     def stop(self) -> None:
         """Stop the answer streaming in the background (what Escape and Stop do).
 
-        The answer stops at the next piece the model sends; what came so far is
-        kept in the thread, marked interrupted.
+        The answer stops at once, also while the model sends nothing; what came
+        so far is kept in the thread, marked interrupted.
         """
-        if self.is_streaming:
-            self._stop_requested.set()
+        turn = self._turn
+        if self.is_streaming and turn is not None:
+            turn.stop()
             self._set_status("Stopping…")
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -444,9 +446,8 @@ class ChatPanel(widgets.VBox):
     # -- doing -------------------------------------------------------------------
     def _start(self, events: Iterable[Event], query: str | None = None) -> None:
         """Stream a turn here, or in a background thread (see ``background``)."""
-        self._stop_requested.clear()
         self._set_streaming(True)
-        turn = _Stoppable(events, self._stop_requested)
+        turn = self._turn = _Stoppable(events)
         background = self.background
         if background is None:
             background = getattr(self._shell, "kernel", None) is not None and (
@@ -635,22 +636,30 @@ class ChatPanel(widgets.VBox):
 
 
 class _Stoppable:
-    """A turn's events that end, as if interrupted, once ``stop`` is set.
+    """A turn's events that :meth:`stop`, called from any thread, ends as interrupted.
 
-    The stream notices between two pieces of the answer: the turn's generator
-    is closed (the engine records the turn as interrupted, the connection
-    closes) and the renderer sees the interrupt it knows from a cell.
+    An :class:`~nbchat.Answer` stops at once (its connection is shut down and
+    it ends with the interrupted TurnFinished). Whatever still comes after the
+    stop ends the turn too: the generator is closed (the engine records the
+    turn as interrupted) and the renderer sees the interrupt it knows from a cell.
     """
 
-    def __init__(self, events: Iterable[Event], stop: threading.Event) -> None:
-        self.events, self.stop = events, stop
+    def __init__(self, events: Iterable[Event]) -> None:
+        self.events = events
+        self.is_stopped = threading.Event()
 
     def __iter__(self) -> Iterator[Event]:
         for event in self.events:
             yield event
-            if self.stop.is_set():
+            if self.is_stopped.is_set():
                 self.close()
                 raise KeyboardInterrupt
+
+    def stop(self) -> None:
+        self.is_stopped.set()
+        stop = getattr(self.events, "stop", None)
+        if stop is not None:
+            stop()
 
     def close(self) -> None:
         close = getattr(self.events, "close", None)
