@@ -4,7 +4,8 @@ Streams the same N-chunk answer from the scripted server (1) through
 ``%%chat`` in live mode and (2) through a bare httpx loop in a kernel cell that
 only decodes the stream, as fast as the server sends it, and prints:
 
-- the time ratio %%chat / bare loop (target <= 1.15),
+- the time ratio %%chat / bare loop (target <= 1.15), and the ratio of the
+  kernel's CPU time, steadier on a machine that others load too,
 - the time from the server sending the first chunk to the first rendered
   update arriving on IOPub (target <= 50 ms),
 - the size of the saved .ipynb (the final answer only) against the answer's.
@@ -32,7 +33,7 @@ from kernel_helpers import CellRun, Kernel, kernel_env  # noqa: E402
 from nbchat.testing import Reply, ScriptedServer  # noqa: E402
 
 BARE_LOOP = """\
-_started = time.perf_counter()
+_started, _cpu = time.perf_counter(), time.process_time()
 _parts = []
 _body = {{"model": "scripted-small", "stream": True,
           "messages": [{{"role": "user", "content": "bench {pace}"}}]}}
@@ -43,12 +44,12 @@ with httpx.Client(timeout=60) as _client:
                 _choices = json.loads(_line[6:]).get("choices") or [{{}}]
                 _parts.append(_choices[0].get("delta", {{}}).get("content") or "")
 _answer = "".join(_parts)
-print(time.perf_counter() - _started)
+print(time.perf_counter() - _started, time.process_time() - _cpu)
 """
 CHAT = """\
-_started = time.perf_counter()
+_started, _cpu = time.perf_counter(), time.process_time()
 get_ipython().run_cell_magic("chat", "-n", "bench {pace}")  # what %%chat -n runs
-print(time.perf_counter() - _started)
+print(time.perf_counter() - _started, time.process_time() - _cpu)
 """
 
 
@@ -74,13 +75,16 @@ def main() -> None:
 
 def _measure(kernel: Kernel, server: ScriptedServer, chunks: int, pace: str,
              *, bare: bool = True) -> dict[str, Any]:
-    bare_time = float(kernel.ok(BARE_LOOP.format(url=server.url, pace=pace)).stdout) if bare else 0
+    bare_time, bare_cpu = (
+        map(float, kernel.ok(BARE_LOOP.format(url=server.url, pace=pace)).stdout.split())
+        if bare else (0.0, 0.0)
+    )
 
     first_chunk = _watch_first_chunk(server)
     arrivals: list[tuple[float, dict[str, Any]]] = []
     run = kernel.ok(CHAT.format(pace=pace), timeout=600,
                     on_message=lambda m, k: arrivals.append((time.perf_counter(), m)))
-    chat = float(run.stdout)
+    chat, chat_cpu = map(float, run.stdout.split())
     first_chunk.join()
     displays = [(t, m) for t, m in arrivals if m["header"]["msg_type"] in
                 ("display_data", "update_display_data")]
@@ -88,7 +92,8 @@ def _measure(kernel: Kernel, server: ScriptedServer, chunks: int, pace: str,
         "text/markdown", ""))
     streamed = displays[-1][0] - displays[0][0]
     return {
-        "bare": bare_time, "chat": chat, "displays": len(displays), "streamed": streamed,
+        "bare": bare_time, "chat": chat, "bare_cpu": bare_cpu, "chat_cpu": chat_cpu,
+        "displays": len(displays), "streamed": streamed,
         "first_update_ms": (first_text - first_chunk.at) * 1000,
         **_saved_size(run, chunks),
     }
@@ -141,6 +146,7 @@ def _report(fast: list[dict[str, Any]], paced: dict[str, Any],
 
     ratios = [r["chat"] / r["bare"] for r in fast]
     ratio = statistics.median(ratios)
+    cpu_ratios = [r["chat_cpu"] / r["bare_cpu"] for r in fast]
     last = fast[-1]
     print(f"{options.chunks} chunks as fast as the server sends them ({options.repeat} runs, "
           f"medians):")
@@ -148,6 +154,8 @@ def _report(fast: list[dict[str, Any]], paced: dict[str, Any],
     print(f"  %%chat, live                  {median('chat'):7.3f} s")
     print(f"  ratio                         {ratio:7.2f} x      (target <= 1.15; runs: "
           f"{', '.join(f'{r:.2f}' for r in ratios)})")
+    print(f"  kernel CPU ratio              {statistics.median(cpu_ratios):7.2f} x      (runs: "
+          f"{', '.join(f'{r:.2f}' for r in cpu_ratios)})")
     print(f"  first chunk -> first update   {median('first_update_ms'):7.1f} ms     "
           f"(target <= 50)")
     print(f"  display messages              {median('displays'):7.0f}")

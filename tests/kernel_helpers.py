@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from markup_helpers import visible
+
 DISPLAY_TYPES = ("display_data", "update_display_data")
 OUTPUT_TYPES = ("stream", "display_data", "update_display_data", "execute_result", "error",
                 "clear_output")
@@ -61,6 +63,7 @@ class CellRun:
     msg_id: str
     messages: list[dict[str, Any]] = field(default_factory=list)
     reply: dict[str, Any] = field(default_factory=dict)
+    input_requests: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -102,7 +105,8 @@ class CellRun:
                 parts.append("\n".join(output["traceback"]))
             else:
                 data = output.get("data", {})
-                parts.append(str(data.get("text/markdown", data.get("text/plain", ""))))
+                parts.append(visible(data["text/html"]) if "text/html" in data else
+                             str(data.get("text/plain", "")))
         return "\n".join(parts)
 
 
@@ -196,19 +200,26 @@ class Kernel:
         interactive: bool = True,
         timeout: float = 60.0,
         on_message: Callable[[dict[str, Any], Kernel], None] | None = None,
+        stdin: Callable[[dict[str, Any]], str] | None = None,
     ) -> CellRun:
         """Execute ``code`` and wait until the kernel is idle again.
 
         ``interactive`` sends ``allow_stdin`` like JupyterLab (true) or like
         nbclient/nbval (false). ``on_message(message, kernel)`` sees each IOPub
         message of this execution as it arrives (e.g. to interrupt).
+        ``stdin(content)`` answers each input request (``input()``, ``getpass``)
+        as a person would, with the text it returns; the requests are kept in
+        ``run.input_requests``.
         """
         msg_id = self.client.execute(code, allow_stdin=interactive, store_history=True)
         run = CellRun(code, msg_id)
         deadline = time.monotonic() + timeout
         while True:
-            message = self._next(self.client.get_iopub_msg, deadline, run)
-            if message.get("parent_header", {}).get("msg_id") != msg_id:
+            if stdin is not None:
+                self._answer_input(stdin, run)
+            get = self.client.get_iopub_msg
+            message = self._next(get, deadline, run) if stdin is None else self._poll(get, deadline)
+            if message is None or message.get("parent_header", {}).get("msg_id") != msg_id:
                 continue
             kind = message["header"]["msg_type"]
             if kind == "status" and message["content"]["execution_state"] == "idle":
@@ -222,6 +233,23 @@ class Kernel:
             if reply.get("parent_header", {}).get("msg_id") == msg_id:
                 run.reply = reply["content"]
                 return run
+
+    def _answer_input(self, stdin: Callable[[dict[str, Any]], str], run: CellRun) -> None:
+        try:
+            request = self.client.get_stdin_msg(timeout=0)
+        except queue.Empty:
+            return
+        run.input_requests.append(request["content"])
+        self.client.input(stdin(request["content"]))
+
+    def _poll(self, get: Callable[..., dict[str, Any]], deadline: float) -> Any:
+        """The next message, or None after a moment (to look at stdin); TimeoutError at the end."""
+        if time.monotonic() > deadline:
+            raise TimeoutError("the kernel did not finish in time")
+        try:
+            return get(timeout=0.05)
+        except queue.Empty:
+            return None
 
     def _next(self, get: Callable[..., dict[str, Any]], deadline: float, run: CellRun) -> Any:
         try:

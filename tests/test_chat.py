@@ -20,6 +20,7 @@ from nbchat.errors import (
     ToolRequirementsNotMet,
 )
 from nbchat.events import (
+    ReasoningDelta,
     TextDelta,
     ToolCall,
     ToolCallPending,
@@ -66,6 +67,20 @@ def test_ask_streams_saves_and_titles_a_new_thread(chat, scripted_server):
     assert (info.id, info.model, info.turns) == (thread, "scripted-small", 1)
     title_request = scripted_server.chat_requests[-1]
     assert "conversation title" in title_request.messages[-1]["content"]
+
+
+def test_listing_from_another_chat_waits_for_a_title_under_way(
+    chat, scripted_server, tmp_path
+):
+    scripted_server.script(
+        Reply(when="conversation title", chunks=["Adding ", "Two Numbers"], delay=0.2)
+    )
+    thread = chat.new_thread()
+    chat.ask(thread, "What is 2+2?")  # returns with the title still streaming
+    elsewhere = Chat(base_url=scripted_server.url, store=tmp_path / "other", model="m")
+    assert elsewhere.wait_for_titles(0)  # another store has no title under way
+    other = Chat(base_url=scripted_server.url, store=tmp_path / "store", model="scripted-small")
+    assert other.thread_list() == [(thread, "Adding Two Numbers")]
 
 
 def test_follow_up_sends_earlier_turns_as_role_messages(chat, scripted_server):
@@ -529,3 +544,117 @@ def test_server_requests_are_one_connection_for_a_whole_thread(chat, scripted_se
 def test_a_second_scripted_server_is_independent():
     with ScriptedServer(Reply("one")) as first, ScriptedServer(Reply("two")) as second:
         assert first.url != second.url
+
+
+class _CountedText(str):
+    """A chunk that counts the concatenations it takes part in (each one copies the text)."""
+
+    concatenations = 0
+
+    def __add__(self, other: str) -> str:
+        _CountedText.concatenations += 1
+        return str.__add__(self, other)
+
+    def __radd__(self, other: str) -> str:
+        _CountedText.concatenations += 1
+        return str.__add__(other, self)
+
+
+def test_an_answer_collects_its_chunks_without_copying_the_text_so_far():
+    chunks = [_CountedText(f"word{i} ") for i in range(2000)]
+    answer = nbchat.Answer.streaming(
+        iter([TurnStarted(1, 0, "m"), *map(TextDelta, chunks), *map(ReasoningDelta, chunks)])
+    )
+    _CountedText.concatenations = 0
+    for _ in answer:
+        pass
+    assert _CountedText.concatenations == 0
+    assert answer.text == answer.reasoning == "".join(chunks)
+    assert answer == nbchat.Answer(
+        "".join(chunks), 1, 0, "interrupted", "m", reasoning="".join(chunks)
+    )
+
+
+@pytest.mark.timeout(15)  # the server stays silent for 30 s: only the stop can end the turn
+def test_a_stop_from_another_thread_ends_the_turn_while_the_server_is_silent(
+    chat, scripted_server
+):
+    import threading
+
+    scripted_server.script(Reply(tokens=20, stall_after=3, stall=30))
+    thread = chat.new_thread()
+    answer = chat.iter_ask(thread, "tell me a story")
+    events = []
+    for event in answer:
+        events.append(event)
+        if event == TextDelta("word2 "):  # the server is silent from here on
+            threading.Timer(0.2, answer.stop).start()
+    seen = [e.text for e in events if isinstance(e, TextDelta)]
+    assert seen == ["word0 ", "word1 ", "word2 "]
+    assert isinstance(events[-1], TurnFinished) and events[-1].status == "interrupted"
+    assert (answer.status, answer.text) == ("interrupted", "word0 word1 word2 ")
+    turn = chat.store.get(thread).turns[0]
+    assert (turn.status, turn.answer) == ("interrupted", "word0 word1 word2 ")
+    request = scripted_server.chat_requests[0]
+    assert scripted_server.wait_for(lambda: request.disconnected, timeout=5)
+    with pytest.raises(nbchat.TurnInterrupted):
+        answer.result()
+
+
+def _title_request(server: ScriptedServer):
+    [request] = [r for r in server.chat_requests if "conversation title" in json.dumps(r.body)]
+    return request
+
+
+@pytest.mark.timeout(40)
+def test_a_title_reply_that_never_ends_is_cut_at_its_size_bound(chat, scripted_server):
+    scripted_server.script(
+        Reply("Endless Title Words ", repeat_bytes=50_000_000, repeat_seconds=30,
+              when="conversation title"),
+        Reply("Use sorted(...).", when="sort a dict"),
+    )  # fmt: skip
+    thread = chat.new_thread()
+    chat.ask(thread, "How do I sort a dict by value?")
+    assert chat.wait_for_titles()
+    assert chat.thread_list() == [(thread, "How do I sort a")]  # the question's first words
+    request = _title_request(scripted_server)
+    assert scripted_server.wait_for(lambda: request.disconnected, timeout=10)
+    assert request.completed is False
+
+
+@pytest.mark.timeout(12)  # listing once waited 15 s for a title under way
+def test_a_slow_title_reply_neither_holds_up_listing_nor_lasts(chat, scripted_server):
+    scripted_server.script(
+        Reply("Slow ", delay=0.05, repeat_bytes=10**9, repeat_seconds=60,
+              when="conversation title"),
+        Reply("Use sorted(...).", when="sort a dict"),
+    )  # fmt: skip
+    thread = chat.new_thread()
+    chat.ask(thread, "How do I sort a dict by value?")
+    assert chat.thread_list() == [(thread, "")]
+    assert not chat.wait_for_titles(0)  # listing returned with the title still under way
+    assert chat.wait_for_titles()
+    assert chat.thread_list() == [(thread, "How do I sort a")]
+    request = _title_request(scripted_server)
+    assert scripted_server.wait_for(lambda: request.disconnected, timeout=10)
+    assert request.chunks_sent * len("Slow ") < 2000  # cut by time, before the size bound
+
+
+@pytest.mark.timeout(15)  # the server holds its answer for 30 s: only the stop can end the turn
+def test_a_stop_ends_the_turn_while_the_server_has_not_answered_yet(chat, scripted_server):
+    import threading
+
+    scripted_server.script(Reply("Too late.", hold=30))
+    thread = chat.new_thread()
+    answer = chat.iter_ask(thread, "hello")
+
+    def stop_once_asked() -> None:
+        scripted_server.wait_for(lambda: scripted_server.chat_requests, timeout=10)
+        answer.stop()
+
+    threading.Thread(target=stop_once_asked).start()
+    events = list(answer)
+    assert [type(e) for e in events] == [TurnStarted, TurnFinished]
+    assert (events[-1].status, answer.status, answer.text) == ("interrupted", "interrupted", "")
+    turn = chat.store.get(thread).turns[0]
+    assert (turn.status, turn.answer) == ("interrupted", "")

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import html
+import json
+import re
+from pathlib import Path
+
 import pytest
 
-from nbchat import Chat
+from nbchat import Chat, StoreCorrupt
 from nbchat._code_tool import RunCode
 from nbchat.records import PendingCall, Prompt
 from nbchat.testing import Reply, ScriptedServer
@@ -44,6 +49,13 @@ def waiting_prompt(chat: Chat, server: ScriptedServer):
     return thread, prompt
 
 
+def visible_code(html_text: str) -> str:
+    """The text of the code block a browser would show."""
+    block = re.search(r"<pre[^>]*><code>(.*?)</code></pre>", html_text, re.S)
+    assert block is not None
+    return html.unescape(re.sub(r"<[^>]+>", "", block.group(1))).rstrip("\n")
+
+
 def sent_results(server: ScriptedServer) -> list[str]:
     return [
         r.messages[-1]["content"] for r in server.chat_requests if r.messages[-1]["role"] == "tool"
@@ -55,8 +67,10 @@ def test_the_prompt_shows_the_code_highlighted_and_three_buttons(chat, scripted_
     assert [b.description for b in prompt.buttons] == ["Run", "Edit", "Reject", "Run edited"]
     assert prompt.run_edited.layout.display == "none" and prompt.editor.layout.display == "none"
     assert prompt.editor.value == CODE
-    shown = prompt.children[0].outputs[0]["data"]  # the code, rendered as Markdown
-    assert shown["text/markdown"] == "```python\ndf.price.mean()\n```"
+    shown = prompt.children[0].outputs[0]["data"]  # the code, escaped and highlighted
+    assert "text/markdown" not in shown
+    assert '<pre class="nbchat-code"><code>' in shown["text/html"]
+    assert visible_code(shown["text/html"]) == CODE
     prompt.buttons[2].click()  # answered: no prompt is left waiting for the next tests
 
 
@@ -128,7 +142,7 @@ def test_the_panel_sends_mentioned_objects_as_context(chat, scripted_server, tmp
         panel.send_button.click()
         content = scripted_server.chat_requests[0].messages[-1]["content"]
         assert content[0] == {"type": "text", "text": "Why is @df so small? And @missing?"}
-        assert content[1]["text"].startswith('<context name="df" kind="DataFrame 2×1">')
+        assert content[2]["text"].startswith('<context name="df" kind="DataFrame 2×1">')
         assert panel.status == "not defined here, no context attached: @missing"
     finally:
         InteractiveShell.clear_instance()
@@ -157,7 +171,7 @@ def test_the_panel_picker_offers_the_notebook_s_variables_and_sends_the_picked(
         panel.input_box.value = "How many rows, compared with @limit?"
         panel.send_button.click()
         content = scripted_server.chat_requests[0].messages[-1]["content"]
-        assert [p["text"].split("\n")[0] for p in content[1:]] == [
+        assert [p["text"].split("\n")[0] for p in content[2:]] == [
             '<context name="sales" kind="DataFrame 3×1">',
             '<context name="limit" kind="int">',
         ]
@@ -172,3 +186,83 @@ def test_outside_a_kernel_the_picker_hides(chat):
     panel = ChatPanel(chat=chat)
     assert panel.context_picker.layout.display == "none"
     assert panel.context_picker.take() == []
+
+
+HIDING = (
+    "total = 1\n"
+    "```\n<img src=x onerror=alert(1)>\n"
+    "<!--\nimport os; os.remove('data.csv')\n-->\n"
+    "total"
+)
+
+
+def test_code_that_closes_a_fence_or_hides_lines_is_shown_whole(chat, scripted_server, runs):
+    scripted_server.script(
+        Reply("Done.", after_tool="run_code"),
+        Reply(tool_calls=[("run_code", {"code": HIDING})], when="sum"),
+    )
+    thread = chat.new_thread()
+    chat.ask(thread, "the sum?")
+    (prompt,) = show_tool_prompts(chat, chat.pending_calls(thread)).prompts
+    shown = prompt.children[0].outputs[0]["data"]["text/html"]
+    assert "<img" not in shown and "<!--" not in shown  # all of it is text
+    assert visible_code(shown) == HIDING  # every line, the commented ones too
+    assert "7 lines" in shown
+    prompt.buttons[0].click()
+    assert runs == [HIDING]  # byte for byte what was shown
+
+
+def test_the_prompt_says_why_the_code_needs_a_yes(chat, scripted_server):
+    scripted_server.script(
+        Reply("Done.", after_tool="run_code"),
+        Reply(tool_calls=[("run_code", {"code": "open('x.txt', 'w').write('hi')"})], when="write"),
+    )
+    thread = chat.new_thread()
+    chat.ask(thread, "write it")
+    (prompt,) = show_tool_prompts(chat, chat.pending_calls(thread)).prompts
+    shown = prompt.children[0].outputs[0]["data"]["text/html"]
+    assert "It needs your yes because it calls open()" in html.unescape(shown)
+    prompt.buttons[2].click()
+
+
+def test_a_run_whose_stored_code_changed_after_it_was_shown_is_refused(
+    chat, scripted_server, runs
+):
+    thread, prompt = waiting_prompt(chat, scripted_server)
+    path = Path(chat.store.location(thread))
+    stored = json.loads(path.read_text())
+    (pending,) = next(iter(stored["turns"].values()))["pending"]
+    assert json.dumps(pending).count(CODE) == 1  # one copy of the code in the pending call
+    pending["arguments"]["code"] = "__import__('os').system('id')"
+    path.write_text(json.dumps(stored))
+    prompt.buttons[0].click()
+    assert runs == []
+    assert "is not the code the prompt showed" in prompt.error
+    assert not prompt.is_answered
+    with pytest.raises(StoreCorrupt, match="not the code the prompt showed"):
+        chat.answer_tool_call(thread, {"action": "run", "shown": prompt_digest(CODE)})
+    assert runs == []
+    prompt.buttons[2].click()  # Reject: nothing is left waiting for the next tests
+    assert runs == [] and prompt.is_answered
+
+
+def prompt_digest(code: str) -> str:
+    from nbchat._code_tool import shown_digest
+
+    return shown_digest(code)
+
+
+def test_a_prompt_answered_elsewhere_says_so_in_words_and_disables_its_buttons(
+    chat, scripted_server, runs
+):
+    thread, prompt = waiting_prompt(chat, scripted_server)
+    chat.answer_tool_call(thread, "run")  # %chat --answer run, another tab, another kernel
+    assert runs == [CODE]
+    prompt.buttons[0].click()
+    assert runs == [CODE]  # not twice
+    assert prompt.error == ""
+    assert "already answered: run" in prompt.children[-1].value
+    assert "CodeDecision" not in prompt.children[-1].value
+    assert all(button.disabled for button in prompt.buttons)
+    turn = chat.store.get(thread).turns[0]
+    assert [done.shown for done in turn.answered] == ["run"]

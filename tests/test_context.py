@@ -17,6 +17,7 @@ from PIL import Image
 
 from nbchat._images import image_size
 from nbchat.context import (
+    CONTEXT_NOTE,
     ContextImage,
     ContextItem,
     content_parts,
@@ -227,11 +228,12 @@ def test_items_round_trip_and_bad_saved_items_are_refused(figure):
         ContextImage.from_dict({"mime": "image/gif", "data": ""})
 
 
-def test_content_parts_put_the_question_first_then_each_item_and_its_image():
+def test_content_parts_put_the_question_first_then_the_note_then_each_item_and_its_image():
     image = ContextImage("image/png", "AAAA", 1, 1)
     items = [ContextItem("df", "DataFrame 5×3", "rows"), ContextItem("fig", "Figure", "f", image)]
     assert content_parts("Why?", items) == [
         {"type": "text", "text": "Why?"},
+        {"type": "text", "text": CONTEXT_NOTE},
         {"type": "text", "text": '<context name="df" kind="DataFrame 5×3">\nrows\n</context>'},
         {"type": "text", "text": '<context name="fig" kind="Figure">\nf\n</context>'},
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
@@ -262,7 +264,7 @@ def test_a_history_keeps_context_with_the_question_and_round_trips(sales):
     assert message["context"] == [describe(sales, "df").to_dict()]
     again = ChatHistory.from_json(history.to_json())
     assert again == history and again[0].context == (describe(sales, "df"),)
-    assert "*context: df (DataFrame 5×3)*" in history._repr_markdown_()
+    assert "*context: df (DataFrame 5×3)*" in history.to_markdown()
     with pytest.raises(InputError, match="context belongs to user messages"):
         Message("assistant", "x", context=(describe(1, "n"),))
 

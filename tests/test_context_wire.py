@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from nbchat.config import Settings
-from nbchat.context import describe
+from nbchat.context import CONTEXT_NOTE, describe
 from nbchat.events import TextDelta
 from nbchat.llm import LLMClient
 from nbchat.testing import Reply
@@ -45,6 +45,7 @@ def test_openai_gets_the_question_then_context_and_image_parts(scripted_server, 
             "role": "user",
             "content": [
                 {"type": "text", "text": "Why?"},
+                {"type": "text", "text": CONTEXT_NOTE},
                 {
                     "type": "text",
                     "text": f'<context name="df" kind="DataFrame 2×2">\n{df.text}\n</context>',
@@ -68,7 +69,7 @@ def test_ollama_gets_one_text_and_the_images_field(scripted_server, items):
     assert scripted_server.chat_requests[-1].messages == [
         {
             "role": "user",
-            "content": f"Why?\n\n{df.as_text()}\n\n{fig.as_text()}",
+            "content": f"Why?\n\n{CONTEXT_NOTE}\n\n{df.as_text()}\n\n{fig.as_text()}",
             "images": [fig.image.data],
         }
     ]

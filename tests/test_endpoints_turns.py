@@ -18,6 +18,7 @@ from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
 import nbchat
+from markup_helpers import body
 from nbchat import LLM, Chat, ChatHistory
 from nbchat.chat import TITLE_PROMPT
 from nbchat.events import (
@@ -229,9 +230,10 @@ def test_reasoning_is_shown_collapsed_above_the_answer_and_kept_out_of_the_text(
     with capture_output() as cap:
         result = render_turn(events, mode="final")
     final = cap.outputs[-1].data
-    assert final["text/markdown"] == (
-        "<details><summary><i>Thought</i></summary>\n\n> Let me see.\n\n</details>\n\nFour."
-    )
+    assert body(final["text/html"]) == (
+        '<details class="nbchat-reasoning"><summary><i>Thought</i></summary>\n'
+        "<p>Let me see.</p>\n</details>\n\n<p>Four.</p>\n"
+    )  # a <details> without "open": collapsed
     assert final["text/plain"] == "Four." and result.text == "Four."
 
 
@@ -331,9 +333,15 @@ def test_session_and_saved_thread_options(ip, scripted_server, capsys):
     assert first.options == {"temperature": 0.5} and "tools" in first.body
     assert second.options == {"temperature": 0.5, "max_tokens": 100}
     assert "tools" not in second.body
-    ip.run_cell("%chat --show")
+    ip.run_cell("%chat --show")  # a terminal prints the text/plain
     shown = capsys.readouterr().out
-    assert "**Options:** `max_tokens=100`" in shown and "**Built-in tools:** off" in shown
+    assert "\n\nOptions: max_tokens=100\n\nBuilt-in tools: off\n\n" in shown
+    with capture_output() as cap:
+        ip.run_cell("%chat --show")
+    assert (
+        "<p><strong>Options:</strong> max_tokens=100</p>\n"
+        "<p><strong>Built-in tools:</strong> off</p>\n"
+    ) in body(cap.outputs[0].data["text/html"])
 
 
 def test_continue_goes_on_with_the_current_thread(ip, scripted_server):

@@ -548,7 +548,7 @@ def test_markdown_display() -> None:
     history.chat_as_user("Thanks")
     history.add_tool_call([call("c2", "echo", "raw `text`")])
     history.add_tool_result("c2", "")
-    assert history._repr_markdown_().split("\n") == [
+    assert history.to_markdown().split("\n") == [
         "**System**",
         "",
         "> Be brief.",
@@ -591,7 +591,7 @@ def test_markdown_display() -> None:
 
 
 def test_markdown_display_of_an_empty_history() -> None:
-    assert ChatHistory()._repr_markdown_() == "*No messages yet.*\n"
+    assert ChatHistory().to_markdown() == "*No messages yet.*\n"
 
 
 def test_markdown_display_shortens_long_contents() -> None:
@@ -600,7 +600,7 @@ def test_markdown_display_shortens_long_contents() -> None:
     history.add_tool_call([call("c1", "f", json.dumps({"text": "x" * 200}))])
     history.add_tool_result("c1", "\n".join(f"row {i}" for i in range(100)))
     long_text = "word " * 500
-    assert history._repr_markdown_().split("\n\n") == [
+    assert history.to_markdown().split("\n\n") == [
         "**Assistant**",
         "<details><summary>Long text: 1 line, 2,500 characters</summary>",
         long_text,

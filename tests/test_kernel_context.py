@@ -54,11 +54,12 @@ def test_a_dataframe_and_an_array_go_as_context(kernel: Kernel, server: Scripted
     )
     content = asked(server)[-1].messages[-1]["content"]
     assert content[0] == {"type": "text", "text": "Compare @df.price with @weights"}
-    assert content[1]["text"].startswith(
+    assert content[1]["text"].startswith("Attached below, each in a <context> block")
+    assert content[2]["text"].startswith(
         '<context name="df.price" kind="Series 1,000 (float64)">\n'
         "pandas Series 'price': 1,000 values, dtype float64, 0 null"
     )
-    assert "min 0, max 1; mean 0.5" in content[2]["text"]
+    assert "min 0, max 1; mean 0.5" in content[3]["text"]
 
 
 def test_the_inline_figure_goes_as_an_image(kernel: Kernel, server: ScriptedServer):
@@ -67,7 +68,7 @@ def test_the_inline_figure_goes_as_an_image(kernel: Kernel, server: ScriptedServ
     assert stdout(run).splitlines()[0] == "context: figure (Figure 1 axes)"
     request = asked(server)[-1]
     assert len(request.images) == 1 and request.images[0][:4] == b"\x89PNG"
-    assert "y 'count'" in request.messages[-1]["content"][1]["text"]
+    assert "y 'count'" in request.messages[-1]["content"][2]["text"]
 
 
 def test_agent_code_runs_in_the_user_namespace_after_the_answer(

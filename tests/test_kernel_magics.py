@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from kernel_helpers import CellRun, Kernel, kernel_env, run_notebook
+from markup_helpers import body, shows, visible
 from nbchat.chat import TITLE_PROMPT
 from nbchat.store import ThreadStore
 from nbchat.testing import Reply, ScriptedServer
@@ -88,7 +89,7 @@ def one_line_error(run: CellRun) -> str:
     assert run.status == "error"
     assert not run.of_type("error")
     displays = [o for o in run.outputs if o["output_type"] == "display_data"]
-    assert [o["data"] for o in displays] in ([], [{"text/markdown": "", "text/plain": ""}])
+    assert [o["data"] for o in displays] in ([], [{"text/html": "", "text/plain": ""}])
     (output,) = [o for o in run.outputs if o["output_type"] != "display_data"]
     assert output["output_type"] == "stream" and output["name"] == "stderr"
     lines = output["text"].splitlines()
@@ -107,11 +108,14 @@ def test_a_question_streams_into_one_display_and_saves_the_final_answer(
     kinds = [m["header"]["msg_type"] for m in run.messages]
     assert kinds[0] == "display_data" and set(kinds[1:]) == {"update_display_data"}
     placeholder = run.messages[0]["content"]["data"]
-    assert placeholder == {"text/markdown": "_… waiting for scripted-small_",
-                           "text/plain": "… waiting for scripted-small"}
+    assert shows(placeholder) == {
+        "text/html": '<p class="nbchat-dim">… waiting for scripted-small</p>',
+        "text/plain": "… waiting for scripted-small",
+    }
+    assert {tuple(m["content"]["data"]) for m in run.messages[1:-1]} <= {("text/html",)}
     output = only_output(run)
-    assert output["data"] == {"text/markdown": "Python is **a language**.",
-                              "text/plain": "Python is **a language**."}
+    assert shows(output["data"]) == {"text/html": "<p>Python is <strong>a language</strong>.</p>\n",
+                                     "text/plain": "Python is **a language**."}
     thread = output["metadata"]["nbchat"]["thread"]
     assert output["metadata"] == {"nbchat": {"thread": thread, "turn": 0,
                                              "model": "scripted-small", "status": "complete"}}
@@ -170,7 +174,7 @@ def test_reply_is_captured_and_not_rendered_twice(kernel: Kernel,
     run = kernel.run("print(reply.text, str(reply) == reply.text, reply.status)")
     assert run.stdout == "Captured. True complete\n"
     later = only_output(kernel.run("reply"))  # asked for in a later cell: shown again
-    assert later["data"] == {"text/markdown": "Captured.", "text/plain": "Captured."}
+    assert shows(later["data"]) == {"text/html": "<p>Captured.</p>\n", "text/plain": "Captured."}
 
 
 def test_interrupt_stops_the_stream_and_keeps_the_partial_answer(
@@ -181,7 +185,7 @@ def test_interrupt_stops_the_stream_and_keeps_the_partial_answer(
 
     def interrupt_once_text_shows(message: dict[str, Any], kernel: Kernel) -> None:
         data = message["content"].get("data", {})
-        if not at_interrupt and "word" in data.get("text/markdown", ""):
+        if not at_interrupt and "word" in visible(data.get("text/html", "")):
             at_interrupt.append(server.chat_requests[-1].chunks_sent)
             kernel.interrupt()
 
@@ -252,8 +256,9 @@ def test_an_api_key_in_config_is_refused_in_one_line_and_kept_nowhere(kernel: Ke
     run = kernel.run(f"%config ChatMagics.api_key = {key!r}")
     assert run.status == "ok" and not run.of_type("error")
     assert [line for line in run.stderr.splitlines() if line] == [
-        "UsageError: ChatMagics.api_key is not a setting, and the value was discarded; set the "
-        "NBCHAT_API_KEY environment variable instead (best before starting Jupyter)"
+        "UsageError: ChatMagics.api_key is not a setting, and the value was discarded; give the "
+        "key with %chat --key (a hidden prompt) or the NBCHAT_API_KEY environment variable, set "
+        "before starting Jupyter"
     ]
     assert (run.stdout, run.outputs[1:]) == ("", [])
     shown = kernel.ok("%config ChatMagics")
@@ -267,6 +272,52 @@ def test_an_api_key_in_config_is_refused_in_one_line_and_kept_nowhere(kernel: Ke
     assert probe.stdout == "0 False None\n"
     for message in (*run.messages, *shown.messages, *probe.messages):
         assert "planted" not in json.dumps(message, default=str)
+
+
+def test_key_asks_at_a_hidden_prompt_and_the_key_is_used_but_shown_nowhere(
+    kernel: Kernel, server: ScriptedServer, store_path: Path
+) -> None:
+    key = "sk-typed-at-the-prompt-0123456789"
+    with ScriptedServer(api_key=key) as guarded:
+        url = guarded.url
+        kernel.ok(f"%config ChatMagics.base_url = {url!r}")
+        try:
+            refused = kernel.run("%chat -n before the key")
+            given = kernel.ok("%chat --key", stdin=lambda request: key)
+            asked_after = kernel.ok("%chat -n after the key", interactive=False)
+            probe = kernel.ok("import os\nprint(sum('typed-at' in v for v in os.environ.values()))")
+        finally:
+            kernel.ok("%config ChatMagics.base_url = None")
+        headers = [r.headers.get("Authorization") for r in guarded.chat_requests]
+    elsewhere = kernel.ok("%chat -n another endpoint", interactive=False)
+    assert [r.headers.get("Authorization") for r in asked(server)] == [None]  # not sent there
+    assert "NBCHAT_API_KEY" in one_line_error(refused)
+    assert given.input_requests == [
+        {"prompt": "API key (hidden; kept in this kernel's memory only): ", "password": True}
+    ]
+    assert given.stdout == (
+        f"The key for {url} is set in this kernel's memory only; it was not shown and "
+        "is saved nowhere.\n"
+    )
+    assert "offline demo model" in asked_after.text()  # the guarded server answered
+    assert headers[-1] == f"Bearer {key}" and headers[0] is None
+    assert probe.stdout == "0\n"
+    for run in (refused, given, asked_after, probe, elsewhere):
+        assert "typed-at" not in json.dumps([run.messages, run.outputs, run.reply], default=str)
+    stored = [path.read_text() for path in store_path.rglob("*.json")]
+    assert stored and not any("typed-at" in text for text in stored)
+
+
+def test_key_without_a_person_says_how_to_set_the_key(kernel: Kernel) -> None:
+    assert one_line_error(kernel.run("%chat --key", interactive=False)) == (
+        "%chat --key asks at a hidden prompt, and this notebook cannot show one (it runs "
+        "without a person, e.g. under nbclient); set NBCHAT_API_KEY in the environment "
+        "before starting Jupyter instead"
+    )
+    assert one_line_error(kernel.run("%chat --key sk-typed-in-the-cell")) == (
+        "--key takes nothing after it: run %chat --key alone and type the key at its hidden "
+        "prompt, not in the cell (cells are saved)"
+    )
 
 
 def test_a_failed_stream_keeps_the_partial_text_and_says_why(kernel: Kernel,
@@ -304,12 +355,15 @@ def test_thread_commands_in_a_kernel(kernel: Kernel, server: ScriptedServer,
     assert new.stdout == f"Thread {thread} (scripted-large) is now current.\n"
     listing = only_output(kernel.ok("%chat --list"))
     assert listing["output_type"] == "display_data"
-    assert f"| {thread} * | (untitled) | scripted-large | 0 |" in listing["data"][
-        "text/markdown"]
+    rows = visible(listing["data"]["text/html"]).splitlines()
+    assert rows[0] == "id | title | model | turns | updated"
+    assert f"{thread} * | (untitled) | scripted-large | 0" in [
+        row.rsplit(" | ", 1)[0] for row in rows[1:]]  # without the time it was updated
     kernel.ok("%chat second question")
     kernel.ok(f"%chat --rename {thread} Renamed thread")
-    shown = only_output(kernel.ok("%chat --show"))["data"]["text/markdown"]
-    assert shown.startswith("### Renamed thread\n") and "**You:** second question" in shown
+    html = only_output(kernel.ok("%chat --show"))["data"]["text/html"]
+    assert body(html).startswith("<h3>Renamed thread</h3>\n")
+    assert "\nYou: second question\n" in visible(html)
     path = tmp_path / "t.ipynb"
     assert kernel.ok(f"%chat --export {thread} {path}").stdout.startswith("Exported")
     assert json.loads(path.read_text())["cells"][1]["source"] == "**You:** second question"
@@ -433,12 +487,12 @@ def test_the_fallback_notice_appears_once_in_the_cell(tmp_path: Path) -> None:
     assert note["output_type"] == "display_data"
     assert note["data"]["text/plain"] == (
         "nbchat: no endpoint configured, so the offline demo model answers; connect a real "
-        "model with %env NBCHAT_BASE_URL=https://api.openai.com/v1 and NBCHAT_API_KEY=..."
+        "model with %env NBCHAT_BASE_URL=https://api.openai.com/v1 then %chat --key"
     )
-    assert note["data"]["text/markdown"] == (
+    assert body(note["data"]["text/html"]) == (
         "<small>nbchat: no endpoint configured, so the offline demo model answers; connect a "
-        "real model with `%env NBCHAT_BASE_URL=https://api.openai.com/v1` and "
-        "NBCHAT\\_API\\_KEY=...</small>"
+        "real model with <code>%env NBCHAT_BASE_URL=https://api.openai.com/v1</code> then "
+        "%chat --key</small>"
     )
     assert answer["data"]["text/plain"] == "2 + 2 = 4."
     assert (second.status, second.stderr) == ("ok", "")

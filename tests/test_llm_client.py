@@ -218,3 +218,21 @@ def test_explicit_settings_beat_the_environment(monkeypatch):
     )
     assert settings.key_source == "OPENAI_API_KEY"
     assert resolve(base_url="http://h/v1", provider="openai").provider == "openai"
+
+
+@pytest.mark.timeout(15)  # the server stays silent for 30 s: only the stop can end the stream
+def test_a_stop_from_another_thread_ends_a_silent_stream_and_closes_it(scripted_server):
+    import threading
+
+    from nbchat.llm._stop import StopSignal
+
+    scripted_server.script(Script("a b c d", stall_after=2, stall=30))
+    stop = StopSignal()
+    events = []
+    for event in client_for(scripted_server).stream(MESSAGES, model="scripted-small", stop=stop):
+        events.append(event)
+        if event == TextDelta("b "):  # the server is silent from here on
+            threading.Timer(0.2, stop.set).start()
+    assert events == [TextDelta("a "), TextDelta("b ")]  # no ReplyFinished: it was stopped
+    request = scripted_server.chat_requests[0]
+    assert scripted_server.wait_for(lambda: request.disconnected, timeout=5)

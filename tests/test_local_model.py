@@ -551,6 +551,7 @@ def test_a_kernel_cell_streams_the_local_model_and_stops_on_interrupt(
     server: local.LocalServer, tmp_path: Path
 ):
     from kernel_helpers import Kernel, kernel_env
+    from markup_helpers import visible
 
     store = tmp_path / "store"
     env = kernel_env(tmp_path / "kernel", NBCHAT_BASE_URL=server.url, NBCHAT_MODEL=server.model,
@@ -558,9 +559,9 @@ def test_a_kernel_cell_streams_the_local_model_and_stops_on_interrupt(
     interrupted: list[bool] = []
 
     def stop_once_text_shows(message: dict, kernel: Kernel) -> None:
-        markdown = message["content"].get("data", {}).get("text/markdown", "")
+        shown = visible(message["content"].get("data", {}).get("text/html", ""))
         if not interrupted and message["header"]["msg_type"] == "update_display_data" and (
-            len(markdown.split()) > 3
+            len(shown.split()) > 3
         ):
             interrupted.append(True)
             kernel.interrupt()

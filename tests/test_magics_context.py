@@ -7,8 +7,11 @@ from typing import Any
 import matplotlib
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
+from markup_helpers import body
+from nbchat.context import CONTEXT_NOTE
 from nbchat.magics import load
 from nbchat.testing import Reply
 from shell_helpers import asked
@@ -31,9 +34,10 @@ def test_a_mention_attaches_the_object_apart_from_the_question(run, server):
         "type": "text",
         "text": "Which columns of @df have nulls, and what is (3, 1)?",
     }
-    assert sent[1]["text"].startswith('<context name="df" kind="DataFrame 3×1">\npandas DataFrame')
-    assert "  price: float64, 1 null" in sent[1]["text"]
-    assert len(sent) == 2
+    assert sent[1] == {"type": "text", "text": CONTEXT_NOTE}
+    assert sent[2]["text"].startswith('<context name="df" kind="DataFrame 3×1">\npandas DataFrame')
+    assert "  price: float64, 1 null" in sent[2]["text"]
+    assert len(sent) == 3
 
 
 def test_unknown_mentions_are_one_note_and_the_question_goes_as_typed(run, server):
@@ -48,7 +52,7 @@ def test_unknown_mentions_are_one_note_and_the_question_goes_as_typed(run, serve
 def test_the_context_budget_bounds_each_description(run, server):
     run("import pandas as pd\nvalues = pd.DataFrame({f'col{i}': [i] for i in range(30)})")
     run("%chat --context-budget 20 Summarise @values")
-    text = parts(asked(server)[-1])[1]["text"]
+    text = parts(asked(server)[-1])[2]["text"]
     assert text.endswith("to fit 20 tokens)\n</context>")
     ran = run("%chat --context-budget 0 Summarise @values")
     assert type(ran.error) is UsageError
@@ -66,8 +70,8 @@ def test_figure_attaches_the_last_figure_as_an_image(run, server):
     assert ran.out.splitlines()[0] == "context: figure (Figure 1 axes)"
     request = asked(server)[-1]
     assert len(request.images) == 1 and request.images[0].startswith(b"\x89PNG")
-    assert [p["type"] for p in parts(request)] == ["text", "text", "image_url"]
-    assert "title 'Sales'" in parts(request)[1]["text"]
+    assert [p["type"] for p in parts(request)] == ["text", "text", "text", "image_url"]
+    assert "title 'Sales'" in parts(request)[2]["text"]
 
 
 def test_fix_sends_the_error_and_its_cell_and_puts_the_code_below(run, ip, server):
@@ -86,7 +90,7 @@ def test_fix_sends_the_error_and_its_cell_and_puts_the_code_below(run, ip, serve
         "Why does this fail, and how do I fix it?\n\n"
         "Give the whole corrected cell as one ```python code block."
     )
-    assert "the cell that raised it (In[3]):\n```python\nprices['eur']\n```" in sent[1]["text"]
+    assert "the cell that raised it (In[3]):\n```python\nprices['eur']\n```" in sent[2]["text"]
     assert ip.rl_next_input == "prices.get('eur', 0)"
 
 
@@ -122,11 +126,18 @@ def test_the_agent_setting_and_the_approval_policy(run, ip, server):
     assert asked(server)[-1].messages[-1]["content"].startswith("<answer>\nresult:\n3\n</answer>")
 
 
-def test_show_lists_the_context_of_each_question(run, server):
+def test_show_lists_the_context_of_each_question(run, ip, server):
     run("n = 41")
     run("%chat What is @n plus one?")
-    ran = run("%chat --show")
-    assert "_context: n (int)_" in ran.out
+    ran = run("%chat --show")  # a terminal prints the text/plain
+    assert "\n\nYou: What is @n plus one?\n\ncontext: n (int)\n\n" in ran.out
+    with capture_output() as cap:
+        ip.run_cell("%chat --show")
+    (shown,) = cap.outputs
+    assert (
+        '<p><strong>You:</strong> What is @n plus one?</p>\n<p class="nbchat-dim">context: n '
+        "(int)</p>\n"
+    ) in body(shown.data["text/html"])
 
 
 def test_an_answer_after_a_restart_still_runs_the_code(run, ip, server, tmp_path):

@@ -6,6 +6,7 @@ line. Rendering in notebooks is tested in real kernels (test_kernel_magics.py).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -330,10 +331,12 @@ def test_thread_commands(run: Any, ip: InteractiveShell, server: ScriptedServer,
     assert run("%chat --rename 1 My  'first' thread").out == (
         "Thread 1 is now titled \"My  'first' thread\".\n"
     )
-    shown = run("%chat --show").out
-    assert shown.startswith("### My 'first' thread\n")
-    assert "**You:** hello" in shown
-    assert run("%chat --show 2").out.count("**You:**") == 1
+    shown = run("%chat --show").out  # a terminal prints the text/plain
+    assert shown.startswith(
+        "My 'first' thread\n\nthread 1 · scripted-large · 1 turns\n\nYou: hello\n\n"
+    )
+    assert run("%chat --show 2").out.count("\n\nYou: ") == 1
+    assert run("%chat -t 2 --show").out.startswith("Question About Second\n")  # -t names it
     assert run("%chat --delete 1").out == "Deleted thread 1.\n"
     assert [t.id for t in store(tmp_path).threads()] == [2]
     assert ip.magics_manager.registry["ChatMagics"].thread_id is None
@@ -455,6 +458,21 @@ def test_answer_finds_the_waiting_thread_after_a_restart(
     ip.magics_manager.registry["ChatMagics"].thread_id = None  # a new session
     ran = run('%chat --answer "red"')
     assert ran.out.startswith("🔧 choose → ") and "Red." in ran.out
+
+
+def test_answer_after_a_restart_names_the_damaged_waiting_call(
+    run: Any, ip: InteractiveShell, server: ScriptedServer, tmp_path: Path
+) -> None:
+    server.script(Reply(tool_calls=[CHOOSE], when="paint"))
+    run("%chat paint")
+    ip.magics_manager.registry["ChatMagics"].thread_id = None  # a new session
+    path = Path(store(tmp_path).location(1))
+    data = json.loads(path.read_text())
+    del data["turns"]["1"]["pending"][0]["call"]
+    path.write_text(json.dumps(data))
+    assert usage_error(run("%chat --answer blue")).startswith(
+        f"{path} holds a damaged record in turn 0 "
+    )
 
 
 def test_answer_names_the_call_when_several_wait(
@@ -613,3 +631,12 @@ def test_importing_the_magics_is_cheap_and_registers_nothing() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout == "[] None\n"
+
+
+def test_key_needs_an_endpoint_to_be_given_for(run, monkeypatch):
+    monkeypatch.delenv("NBCHAT_BASE_URL")
+    ran = run("%chat --key")
+    assert str(ran.error) == (
+        "no endpoint is set for the key: set one first, e.g. "
+        "%env NBCHAT_BASE_URL=https://api.openai.com/v1, then %chat --key"
+    )

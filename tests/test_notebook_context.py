@@ -147,20 +147,20 @@ def run_code(runs):
         runs.append(code)
         return f"ran {len(runs)}"
 
-    return RunCode(runner)
+    return RunCode(runner, namespace={"df": pd.DataFrame({"a": [1, 2]})})
 
 
 ARGS = {"code": "df.describe()", "why": "To see the columns."}
 
 
-def test_the_prompt_shows_the_code_its_risks_and_three_choices(run_code):
-    assert run_code.prompt(ARGS) == {
+def test_the_prompt_gives_the_question_its_risks_and_three_choices_but_no_copy_of_the_code(
+    run_code,
+):
+    assert run_code.prompt(ARGS) == {  # what is shown and run is the call's own arguments
         "kind": "code",
         "question": "To see the columns.",
-        "code": "df.describe()",
         "options": ["Run", "Edit", "Reject"],
         "risks": [],
-        "markdown": "```python\ndf.describe()\n```",
     }
     assert run_code.prompt({"code": "import os"})["risks"] == ["imports os"]
 

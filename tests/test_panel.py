@@ -11,6 +11,7 @@ import re
 import pytest
 
 import nbchat
+from markup_helpers import body, visible
 from nbchat import Chat
 from nbchat._usage import parse_prices
 from nbchat.errors import ConfigError
@@ -28,7 +29,9 @@ def chat(scripted_server: ScriptedServer, tmp_path) -> Chat:
 
 
 def footer_lines(panel: ChatPanel) -> list[str]:
-    return re.findall(r"<small>(.*?)</small>", panel.conversation.text)
+    """The usage line under each answer, as the person reads it."""
+    html = body(panel.conversation.data["text/html"])
+    return [visible(line) for line in re.findall(r"<small>(.*?)</small>", html)]
 
 
 # ---------------------------------------------------------------- keyboard
@@ -81,7 +84,7 @@ def test_escape_stops_a_background_answer_and_keeps_the_partial_text(chat, scrip
     thread = panel.thread_id
     # The kernel is free while it streams: wait for some text from here.
     for _ in range(400):
-        if "word" in panel.live.text:
+        if "word" in visible(panel.live.data.get("text/html", "")):
             break
         panel.wait(0.05)
     assert panel.is_streaming
@@ -319,3 +322,25 @@ def test_the_panel_follows_either_store(location, scripted_server):
     assert panel.sync() is True
     assert panel.thread_id == thread and "Seen." in panel.conversation.text
     assert panel.sync() is False
+
+
+@pytest.mark.timeout(20)  # the server stays silent for 30 s: only the stop can end the answer
+def test_stop_ends_a_background_answer_while_the_server_sends_nothing(chat, scripted_server):
+    scripted_server.script(
+        title_reply(), Reply("", tokens=50, delay=0.3, stall_after=3, stall=30, when="long")
+    )
+    panel = ChatPanel(chat=chat, background=True)
+    panel.input_box.value = "a long answer please"
+    panel.send_button.click()
+    thread = panel.thread_id
+    while "word2" not in panel.live.data.get("text/html", ""):  # shown; the server is silent
+        panel.wait(0.05)
+
+    panel.input_box._handle_custom_msg({"event": "stop"}, [])  # what Escape sends
+
+    assert panel.wait(15)
+    assert panel.status == "Stopped; the partial answer is kept."
+    (turn,) = chat.store.get(thread).turns
+    assert (turn.status, turn.answer) == ("interrupted", "word0 word1 word2 ")
+    request = scripted_server.chat_requests[0]
+    assert scripted_server.wait_for(lambda: request.disconnected, timeout=5)

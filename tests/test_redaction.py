@@ -22,7 +22,7 @@ ECHO = (
 LEAKS = (SECRET, OTHER_TOKEN, SECRET[::-1], SECRET[8:20])
 
 
-def _assert_clean(error: BaseException) -> None:
+def _assert_clean(error: BaseException, leaks: tuple[str, ...] = LEAKS) -> None:
     texts = [
         str(error),
         repr(error),
@@ -32,7 +32,7 @@ def _assert_clean(error: BaseException) -> None:
         str(pickle.loads(pickle.dumps(error))),
     ]
     for text in texts:
-        for leak in LEAKS:
+        for leak in leaks:
             assert leak not in text
 
 
@@ -83,3 +83,73 @@ def test_redact_keeps_ordinary_text() -> None:
 
     text = "the model 'basic chat' ran out of tokens: bearer of bad news; sk-1 is short"
     assert redact(text) == text
+
+
+PASSWORD = "Pa55-word-planted"
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _stored_text(location: str) -> str:
+    """Everything the store holds, as raw text: the TinyDB files, or the PostgreSQL rows."""
+    from pathlib import Path
+
+    if location.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(location) as conn:
+            rows = conn.execute("SELECT t::text FROM nbchat_turns t").fetchall()
+        return "\n".join(row[0] for row in rows)
+    files = [path for path in Path(location).rglob("*") if path.is_file()]
+    return "\n".join(path.read_text(errors="replace") for path in files)
+
+
+@pytest.mark.parametrize("failure", ["connection refused", "HTTP 400"])
+def test_a_password_in_the_endpoint_url_is_never_shown_nor_stored(
+    run, ip, scripted_server, location, monkeypatch, failure
+):
+    from IPython.core.error import UsageError
+
+    if failure == "connection refused":
+        host = f"127.0.0.1:{_closed_port()}"
+    else:
+        host = scripted_server.url.split("//", 1)[1].split("/", 1)[0]
+        scripted_server.script(Reply(status=400, error_message="the request was invalid"))
+    monkeypatch.setenv("NBCHAT_BASE_URL", f"http://ana:{PASSWORD}@{host}/v1")
+    monkeypatch.setenv("NBCHAT_STORE", location)
+    ran = run("%chat hello")
+    assert type(ran.error) is UsageError
+    message = str(ran.error)
+    assert f"the model endpoint at http://[redacted]@{host}/v1 " in message
+    if failure == "HTTP 400":
+        assert scripted_server.chat_requests[-1].headers["Authorization"].startswith("Basic ")
+    chat = ip.magics_manager.registry["ChatMagics"].chat
+    error = ran.error.__cause__
+    assert error is not None
+    _assert_clean(error, (PASSWORD,))
+    shown = run("%chat --show")
+    assert shown.error is None and "[redacted]" in shown.out
+    stored = chat.store.get(chat.threads()[0].id).turns[-1]
+    assert stored.status == "failed" and stored.error is not None
+    for text in (message, repr(chat.settings), repr(chat.llm), repr(chat.llm.settings),
+                 shown.out, stored.error, _stored_text(location)):  # fmt: skip
+        assert PASSWORD not in text
+        assert "ana:" not in text
+
+
+def test_redact_removes_the_user_and_password_of_any_url() -> None:
+    from nbchat.config import redact_url
+    from nbchat.llm._http import redact
+
+    text = "at https://ana:secret@host.example/v1 and http://token@10.0.0.1:8000/x?a=b@c"
+    expected = "at https://[redacted]@host.example/v1 and http://[redacted]@10.0.0.1:8000/x?a=b@c"
+    assert redact_url(text) == expected
+    assert redact(text) == expected
+    plain = "mail ana@example.com or see https://example.com/@user"
+    assert redact_url(plain) == plain

@@ -16,6 +16,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
+from markup_helpers import body, shows, visible
 from nbchat import Answer, PendingCall, ServerError, StreamCutOff
 from nbchat.config import ENV_LIVE
 from nbchat.events import (
@@ -71,7 +72,8 @@ def paced(events: list[Any], pause: float) -> Iterator[Any]:
 
 
 def shown(outputs: list[Any]) -> list[tuple[bool, dict[str, Any]]]:
-    return [(o.update, o.data) for o in outputs]
+    """Each display message: whether it updates, and its bundle with the HTML inside the wrapper."""
+    return [(o.update, shows(o.data)) for o in outputs]
 
 
 # -- live ---------------------------------------------------------------------------
@@ -81,9 +83,11 @@ def test_live_shows_a_placeholder_then_updates_one_display_then_a_final_render()
     with capture_output() as cap:
         result = render_turn(turn("Hel", "lo", " **world**"), mode="live")
     assert shown(cap.outputs) == [
-        (False, {"text/markdown": "_… waiting for m_", "text/plain": "… waiting for m"}),
-        (True, {"text/markdown": "Hel"}),  # the first token at once, the rest coalesced
-        (True, {"text/markdown": "Hello **world**", "text/plain": "Hello **world**"}),
+        (False, {"text/html": '<p class="nbchat-dim">… waiting for m</p>',
+                 "text/plain": "… waiting for m"}),
+        (True, {"text/html": "<p>Hel</p>\n"}),  # the first token at once, the rest coalesced
+        (True, {"text/html": "<p>Hello <strong>world</strong></p>\n",
+                "text/plain": "Hello **world**"}),
     ]
     display_ids = {o.transient["display_id"] for o in cap.outputs}
     assert len(display_ids) == 1
@@ -108,14 +112,15 @@ def test_live_updates_are_coalesced_by_time() -> None:
 def test_a_slow_stream_shows_every_chunk() -> None:
     with capture_output() as cap:
         render_turn(paced(turn("a", "b", "c"), 0.12), mode="live")
-    assert [o.data["text/markdown"] for o in cap.outputs[1:]] == ["a", "ab", "abc", "abc"]
+    assert [body(o.data["text/html"]) for o in cap.outputs[1:]] == [
+        "<p>a</p>\n", "<p>ab</p>\n", "<p>abc</p>\n", "<p>abc</p>\n"]
 
 
 def test_updates_back_off_as_the_text_grows() -> None:
     long = "x" * 180_000  # ten times the backoff unit: about one update a second
     with capture_output() as cap:
         render_turn(paced(turn(long, "y", "z"), 0.2), mode="live")
-    assert [len(o.data["text/markdown"]) for o in cap.outputs[1:]] == [180_000, 180_002]
+    assert [len(visible(o.data["text/html"])) for o in cap.outputs[1:]] == [180_000, 180_002]
 
 
 def test_a_given_handle_is_reused_for_everything() -> None:
@@ -132,7 +137,7 @@ def test_reserve_displays_an_empty_output_now_and_renders_into_it_later() -> Non
         renderer = TurnRenderer(mode="final", reserve=True)
         assert shown(cap.outputs) == [(False, {"text/plain": ""})]
         renderer.render(turn("Later."))
-    assert shown(cap.outputs)[1] == (True, {"text/markdown": "Later.", "text/plain": "Later."})
+    assert shown(cap.outputs)[1] == (True, {"text/html": "<p>Later.</p>\n", "text/plain": "Later."})
 
 
 # -- final and text ----------------------------------------------------------------------
@@ -141,7 +146,7 @@ def test_reserve_displays_an_empty_output_now_and_renders_into_it_later() -> Non
 def test_final_mode_displays_once_at_the_end() -> None:
     with capture_output() as cap:
         result = render_turn(turn("Hel", "lo"), mode="final", metadata={"extra": 1})
-    assert shown(cap.outputs) == [(False, {"text/markdown": "Hello", "text/plain": "Hello"})]
+    assert shown(cap.outputs) == [(False, {"text/html": "<p>Hello</p>\n", "text/plain": "Hello"})]
     assert cap.outputs[0].metadata == {"extra": 1, "nbchat": {**META, "status": "complete"}}
     assert result.updates == 1
 
@@ -192,8 +197,9 @@ def test_an_interrupt_keeps_the_partial_text_marked_and_is_swallowed() -> None:
     with capture_output() as cap:
         result = render_turn(events(), mode="live")
     final = cap.outputs[-1]
-    assert final.data == {
-        "text/markdown": "Partial\n\n_⏹ interrupted — the partial answer is kept in the thread_",
+    assert shows(final.data) == {
+        "text/html": "<p>Partial</p>\n\n<p class=\"nbchat-note\"><i>⏹ interrupted — the partial "
+                     "answer is kept in the thread</i></p>",
         "text/plain": "Partial\n\n⏹ interrupted — the partial answer is kept in the thread",
     }
     assert final.metadata["nbchat"]["status"] == "interrupted"
@@ -239,19 +245,26 @@ def test_a_failed_turn_shows_the_error_under_the_partial_text() -> None:
     with capture_output() as cap:
         result = render_turn(events, mode="final")
     assert shown(cap.outputs) == [(False, {
-        "text/markdown": "Half\n\n⚠️ the connection broke in the middle of the answer; ask again",
+        "text/html": "<p>Half</p>\n\n<p class=\"nbchat-error\">⚠️ the connection broke in the "
+                     "middle of the answer; ask again</p>",
         "text/plain": "Half\n\n⚠️ the connection broke in the middle of the answer; ask again",
     })]
     assert (result.status, result.error, result.text) == ("failed", error, "Half")
 
 
-def test_error_text_is_escaped_for_markdown() -> None:
-    error = ServerError("status 500 from *the* endpoint_url <html>")
+def test_error_text_shows_literally_and_no_tag_in_it_survives() -> None:
+    error = ServerError("status 500 from *the* endpoint_url <html><img src=x onerror=alert(1)>")
     with capture_output() as cap:
         render_turn([TurnStarted(3, 1, "m"), TurnFailed(3, 1, error)], mode="final")
-    assert cap.outputs[0].data["text/markdown"] == (
-        "⚠️ status 500 from \\*the\\* endpoint\\_url \\<html\\>"
+    html = cap.outputs[0].data["text/html"]
+    assert visible(html) == (
+        "⚠️ status 500 from *the* endpoint_url <html><img src=x onerror=alert(1)>"
     )
+    assert body(html) == (
+        '<p class="nbchat-error">⚠️ status 500 from *the* endpoint_url '
+        "&lt;html&gt;&lt;img src=x onerror=alert(1)&gt;</p>"
+    )
+    assert cap.outputs[0].data["text/plain"] == f"⚠️ {error}"
 
 
 def test_without_show_error_the_caller_reports_it() -> None:
@@ -265,7 +278,8 @@ def test_without_show_error_the_caller_reports_it() -> None:
         render_turn([TurnStarted(3, 1, "m"), TurnFailed(3, 1, error)], mode="final",
                     show_error=False)
     assert shown(cap.outputs) == [(False, {
-        "text/markdown": "Half\n\n_⚠️ incomplete: the turn failed_",
+        "text/html": "<p>Half</p>\n\n<p class=\"nbchat-note\"><i>⚠️ incomplete: the turn "
+                     "failed</i></p>",
         "text/plain": "Half\n\n⚠️ incomplete: the turn failed",
     })]  # and nothing at all for a turn that failed before any text
 
@@ -306,12 +320,16 @@ def test_tool_activity_is_one_line_per_call() -> None:
     ]
     with capture_output() as cap:
         result = render_turn(events, mode="live")
-    assert [o.data["text/markdown"] for o in cap.outputs[1:]] == [
-        "Let me check.",
-        "Let me check.\n\n🔧 `get_weather` …",
-        "Let me check.\n\n🔧 `get_weather` → 42 chars",  # tool lines show at once
-        "Let me check.\n\n🔧 `get_weather` → 42 chars\n\nIt is sunny.",  # text: coalesced
+    tool = '<p class="nbchat-dim">🔧 <code>get_weather</code> {}</p>'.format
+    assert [body(o.data["text/html"]) for o in cap.outputs[1:]] == [
+        "<p>Let me check.</p>\n",
+        f"<p>Let me check.</p>\n\n{tool('…')}",
+        f"<p>Let me check.</p>\n\n{tool('→ 42 chars')}",  # tool lines show at once
+        f"<p>Let me check.</p>\n\n{tool('→ 42 chars')}\n<p>It is sunny.</p>\n",  # coalesced
     ]
+    assert visible(cap.outputs[-1].data["text/html"]) == (
+        "Let me check.\n🔧 get_weather → 42 chars\nIt is sunny."
+    )
     assert cap.outputs[-1].data["text/plain"] == "Let me check.\n\nIt is sunny."
     assert result.text == "Let me check.\n\nIt is sunny."
 
@@ -322,8 +340,8 @@ def test_a_failed_tool_shows_its_error_line() -> None:
               TurnFinished(3, 1, "", "complete", "m")]
     with capture_output() as cap:
         render_turn(events, mode="final")
-    assert cap.outputs[0].data["text/markdown"] == (
-        "🔧 `get_weather` ✗ error: ValueError: no such city"
+    assert body(cap.outputs[0].data["text/html"]) == (
+        '<p class="nbchat-dim">🔧 <code>get_weather</code> ✗ error: ValueError: no such city</p>'
     )
 
 
@@ -342,8 +360,9 @@ def test_a_suspended_turn_renders_and_says_how_to_answer(
 ) -> None:
     with capture_output(stdout=False) as cap:
         result = render_turn(suspended(), mode="final")
-    assert cap.outputs[0].data["text/markdown"] == (
-        "Let me ask.\n\n🔧 `choose` waits for your answer\n\n_⏸ waiting for your answer_"
+    assert body(cap.outputs[0].data["text/html"]) == (
+        '<p>Let me ask.</p>\n\n<p class="nbchat-dim">🔧 <code>choose</code> waits for your '
+        'answer</p>\n<p class="nbchat-note"><i>⏸ waiting for your answer</i></p>'
     )
     assert capsys.readouterr().out == (
         "❓ choose: Which? (one of: a, b)\n"
@@ -373,8 +392,10 @@ def test_a_resumed_turn_renders_its_continuation_and_returns_the_whole_answer() 
     ]
     with capture_output() as cap:
         result = render_turn(events, mode="final")
-    assert cap.outputs[0].data == {
-        "text/markdown": "🔧 `choose` → 1 chars\n\nYou chose a.", "text/plain": "You chose a.",
+    assert shows(cap.outputs[0].data) == {
+        "text/html": '<p class="nbchat-dim">🔧 <code>choose</code> → 1 chars</p>\n'
+                     "<p>You chose a.</p>\n",
+        "text/plain": "You chose a.",
     }
     assert result.text == "Let me ask.\n\nYou chose a."
 
@@ -402,7 +423,7 @@ def test_the_result_is_not_shown_again_where_it_was_rendered(shell: InteractiveS
     shell.execution_count += 1  # a later cell
     with capture_output() as cap:
         result._ipython_display_()
-    assert shown(cap.outputs) == [(False, {"text/markdown": "Four.", "text/plain": "Four."})]
+    assert shown(cap.outputs) == [(False, {"text/html": "<p>Four.</p>\n", "text/plain": "Four."})]
     assert cap.outputs[0].metadata["nbchat"]["thread"] == 3
 
 
@@ -427,6 +448,7 @@ def test_a_closed_waiting_call_is_named_in_the_cell() -> None:
     events = [ToolCallAbandoned(waiting), *turn("Sure.")]
     with capture_output() as cap:
         render_turn(events, mode="final")
-    assert cap.outputs[-1].data["text/markdown"] == (
-        "🔧 `choose` closed unanswered (a new question was asked)\n\nSure."
+    assert body(cap.outputs[-1].data["text/html"]) == (
+        '<p class="nbchat-dim">🔧 <code>choose</code> closed unanswered (a new question was '
+        'asked)</p>\n<p>Sure.</p>\n'
     )

@@ -63,6 +63,21 @@ def test_migrate_there_and_back_keeps_everything(location: str, tmp_path: Path) 
     )  # fmt: skip
 
 
+def test_ids_deleted_in_the_source_are_not_handed_out_again(
+    location: str, tmp_path: Path
+) -> None:
+    source = tmp_path / "source"
+    ana, bob = open_store(source, "ana"), open_store(source, "bob")
+    ana.new_thread("m")
+    ana.delete_thread(ana.new_thread("m"))
+    bob.delete_thread(bob.new_thread("m"))  # a counter and no threads
+    assert migrate_store(source, location).copied == {"ana": 1, "bob": 0}
+    assert [open_store(location, user).new_thread("m") for user in ("ana", "bob")] == [3, 2]
+    open_store(location, "ana").delete_thread(3)
+    migrate_store(location, tmp_path / "back", user="ana")
+    assert open_store(tmp_path / "back", "ana").new_thread("m") == 4
+
+
 def test_a_streaming_turn_is_copied_as_interrupted(location: str, tmp_path: Path) -> None:
     store = open_store(location, "ana")
     store.start_turn(store.new_thread("m"), "q")

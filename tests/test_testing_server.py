@@ -440,6 +440,28 @@ def test_stall_after_holds_the_stream_until_the_client_gives_up(scripted_server)
     assert (record.chunks_sent, record.completed) == (1, False)
 
 
+def test_repeat_bytes_streams_on_until_its_bound_or_the_client_hangs_up(scripted_server, client):
+    scripted_server.script(
+        Reply("a b ", repeat_bytes=200_000, times=1),
+        Reply("x ", repeat_bytes=10**12, repeat_seconds=60),  # endless, for a test
+    )
+    url = f"{scripted_server.url}/chat/completions"
+    text = client.post(url, json=openai_body(user("q"))).text
+    events = parse_sse(text)
+    content = "".join(
+        e["choices"][0]["delta"].get("content") or ""
+        for e in events if isinstance(e, dict) and e["choices"]
+    )  # fmt: skip
+    assert len(text) > 200_000 and events[-1] == "[DONE]"
+    assert content.startswith("a b a b a b ") and set(content.split()) == {"a", "b"}
+    with client.stream("POST", url, json=openai_body(user("q"))) as response:
+        for _ in response.iter_bytes():
+            break  # hang up
+    endless = scripted_server.chat_requests[1]
+    assert scripted_server.wait_for(lambda: endless.disconnected, timeout=10)
+    assert endless.completed is False
+
+
 def test_stop_interrupts_a_stall():
     server = ScriptedServer(Reply("a b", stall_after=1, stall=60)).start()
     errors: list[Exception] = []
@@ -702,6 +724,9 @@ def test_reply_json_round_trip():
         malformed_after=2,
         stall_after=3,
         stall=4.0,
+        hold=0.5,
+        repeat_bytes=5,
+        repeat_seconds=6.0,
         usage=False,
         finish_reason="length",
     )

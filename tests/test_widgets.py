@@ -8,10 +8,12 @@ request log.
 from __future__ import annotations
 
 import json
+from html import escape
 
 import ipywidgets as widgets
 import pytest
 
+from markup_helpers import body, visible
 from nbchat import Chat, ClientTool, Requirement
 from nbchat.errors import InvalidToolAnswer
 from nbchat.testing import Reply, ScriptedServer
@@ -79,7 +81,10 @@ def test_clicking_an_option_resumes_the_turn_and_records_the_answer(chat, script
     assert (turn.status, turn.answer, turn.pending) == ("complete", "Green it is.", [])
     assert chat.pending_calls(thread) == []
     assert group.sink.data["text/plain"] == "Green it is."
-    assert "Green it is." in group.sink.data["text/markdown"]
+    (tool,) = tool_messages(scripted_server)
+    assert visible(group.sink.data["text/html"]) == (
+        f"🔧 choose → {len(tool['content'])} chars\nGreen it is."
+    )
     assert pending_prompts(thread) == []
 
 
@@ -163,7 +168,11 @@ def test_a_second_suspension_shows_its_prompts_below_the_resumed_answer(chat, sc
 
     group.prompts[0].buttons[1].click()
 
-    assert "Green, then." in group.sink.data["text/markdown"]
+    (tool,) = tool_messages(scripted_server)
+    assert visible(group.sink.data["text/html"]) == (
+        f"🔧 choose → {len(tool['content'])} chars\nGreen, then.\n"
+        "🔧 confirm waits for your answer\n⏸ waiting for your answer"
+    )
     (nested,) = group.followups.children
     assert isinstance(nested, PromptGroup)
     assert nested.prompts[0].question == "Delete the draft?"
@@ -203,9 +212,8 @@ def test_a_prompt_answered_elsewhere_locks_itself(chat, scripted_server):
 
     prompt.buttons[1].click()
 
-    assert prompt.error.startswith(
-        "already answered: 'Which colour?' in thread 1 was answered (red)"
-    )
+    assert prompt.error == "" and visible(prompt.children[-2].value) == ""  # not an error
+    assert visible(prompt.children[-1].value) == "already answered: red"
     assert prompt.is_answered and all(b.disabled for b in prompt.buttons)
     assert [answer_in(m) for m in tool_messages(scripted_server)] == ["red"]
 
@@ -250,7 +258,9 @@ def test_a_custom_tool_renders_its_markdown_and_checks_requirements_again(
     (prompt,) = show_tool_prompts(denied, denied.pending_calls(thread)).prompts
     markdown = prompt.children[0]
     assert isinstance(markdown, widgets.Output)
-    assert markdown.outputs[0]["data"]["text/markdown"] == "**the summary**: *the summary text*"
+    assert body(markdown.outputs[0]["data"]["text/html"]) == (
+        "<p><strong>the summary</strong>: <em>the summary text</em></p>\n"
+    )
     assert prompt.text_box.placeholder == "1 to 5"
 
     prompt.text_box.value = "4"
@@ -456,9 +466,12 @@ def test_a_failed_turn_shows_its_error_and_gives_the_question_back(chat, scripte
 
     assert panel.status.startswith("⚠ ") and "the prompt is too long" in panel.status
     assert panel.input_box.value == "please break"
-    assert "**⚠ " in panel.conversation.text
     (turn,) = chat.store.get(panel.thread_id).turns
     assert turn.status == "failed"
+    html = panel.conversation.data["text/html"]
+    assert visible(html) == f"You\nplease break\nAssistant · scripted-small\n⚠ {turn.error}"
+    assert body(html).endswith(f'<p class="nbchat-error">⚠ {escape(turn.error)}</p>')
+    assert panel.conversation.text.endswith(f"\n\n⚠ {turn.error}")
 
 
 def test_no_pending_calls_show_nothing(chat, capsys):

@@ -1,6 +1,6 @@
 """Notes in the cell: the Jupyter layer's notifier for :mod:`nbchat._notices`.
 
-A note is one dimmed line (small Markdown, its ``%env …`` commands as code)
+A note is one dimmed line (small text, its ``%env …`` commands as code)
 with a plain-text twin for terminals and saved notebooks, sent as
 ``display_data``: never on stderr, which Jupyter paints as an error.
 """
@@ -12,9 +12,9 @@ import re
 from IPython import get_ipython
 from IPython.display import display
 
+from . import markup
 from ._notices import print_note
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>#|~])")
 _COMMAND = re.compile(r"(%env \S+)")
 
 
@@ -23,14 +23,14 @@ def show_note(text: str) -> None:
     if get_ipython() is None:
         print_note(text)
         return
-    display({"text/markdown": to_markdown(text), "text/plain": text}, raw=True)
+    display(markup.bundle(to_html(text), text), raw=True)
 
 
-def to_markdown(text: str) -> str:
-    """The note as one line of small Markdown, commands as inline code."""
+def to_html(text: str) -> markup.SafeHTML:
+    """The note as one line of small text, commands as inline code."""
     parts = _COMMAND.split(text)
     rendered = [
-        f"`{part}`" if index % 2 else _MARKDOWN_SPECIAL.sub(r"\\\1", part)
+        markup.code_inline(part) if index % 2 else markup.text(part)
         for index, part in enumerate(parts)
     ]
-    return f"<small>{''.join(rendered)}</small>"
+    return markup.element("small", markup.join(rendered, ""), cls=None)

@@ -14,6 +14,10 @@ hooks and print its traceback into the asking cell. Here the cell is
 transformed as IPython does (``%magic`` and ``!cmd`` become calls), compiled
 with IPython's compiler (so tracebacks show its lines) and executed in the
 user's namespace; the last expression's value is returned, not displayed.
+
+What the tools return to the model holds no key nbchat uses nor the value of
+a secret-named environment variable (:func:`nbchat._secrets.scrub`), and no
+tag that could close or open one of nbchat's blocks around it.
 """
 
 from __future__ import annotations
@@ -25,9 +29,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._delimiters import neutralise
 from ._mentions import resolve_mentions
+from ._secrets import scrub
 from .context import CHARS_PER_TOKEN, DEFAULT_BUDGET, ContextItem, describe, fit
 from .errors import InputError
+from .markup import fence
 
 HIDDEN = frozenset({"In", "Out", "exit", "quit", "get_ipython", "open"})
 RUN_BUDGET = 1500  # tokens of output returned to the model per run
@@ -55,7 +62,7 @@ class RunResult:
     """IPython's captured output, to show it again in a cell (``captured.show()``)."""
 
     def as_text(self, budget: int = RUN_BUDGET) -> str:
-        """The run as the model reads it, cut to ``budget`` tokens (head and tail kept)."""
+        """The run as the model reads it: secrets scrubbed, cut to ``budget`` tokens mid-way."""
         parts = []
         if self.stdout:
             parts.append(f"stdout:\n{self.stdout.rstrip()}")
@@ -68,7 +75,7 @@ class RunResult:
         if self.error is not None:
             parts.append(f"error:\n{self.error}")
         text = "\n".join(parts) or "The code ran and printed nothing; its last line has no value."
-        return _head_and_tail(text, budget * CHARS_PER_TOKEN)
+        return _head_and_tail(scrub(text), budget * CHARS_PER_TOKEN)
 
 
 class Notebook:
@@ -143,8 +150,8 @@ class Notebook:
         cell = self._cell_of(tb)
         text = f"{type(error).__name__}: {error}\n\ntraceback:\n{trace[-6000:]}"
         if cell is not None:
-            text += f"\n\nthe cell that raised it (In[{cell[0]}]):\n```python\n{cell[1]}\n```"
-        return ContextItem("last_error", type(error).__name__, fit(text, budget))
+            text += f"\n\nthe cell that raised it (In[{cell[0]}]):\n{fence(cell[1], 'python')}"
+        return ContextItem("last_error", type(error).__name__, fit(scrub(text), budget))
 
     def _cell_of(self, tb: Any) -> tuple[int, str] | None:
         """(number, source) of the input cell a traceback passes through, if IPython knows it."""
@@ -216,6 +223,11 @@ def show_run(result: RunResult) -> None:
             output.display()
 
 
+def _for_model(text: str) -> str:
+    """What a notebook tool returns to the model: no secrets, no tag of nbchat's blocks."""
+    return neutralise(scrub(text))
+
+
 def _format(exc: BaseException) -> str:
     """The traceback from the run code's first frame on (this module's frame left out)."""
     tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
@@ -269,7 +281,8 @@ def notebook_tools(
     ``list_variables``, ``describe(name)``, ``read_cell(n)`` and ``last_error``
     only read; ``run_code(code)`` is a client tool: the person runs, edits or
     rejects the code first, unless the ``approval`` policy (``"always"`` ask,
-    ``"risky"``, ``"never-ask"``; capped by ``NBCHAT_MAX_APPROVAL``) lets it run.
+    ``"risky"``: only code the allowlist proves harmless among the notebook's
+    variables, ``"never-ask"``; capped by ``NBCHAT_MAX_APPROVAL``) lets it run.
     ``on_run(result)`` is called after each run (the magics show its output).
     """
     from ._code_tool import RunCode
@@ -286,7 +299,7 @@ def notebook_tools(
     @tool
     def list_variables() -> str:
         """List the variables defined in the user's notebook, with their types and sizes."""
-        return notebook.list_variables()
+        return _for_model(notebook.list_variables())
 
     @tool(name="describe")
     def describe_variable(name: str) -> str:
@@ -297,7 +310,7 @@ def notebook_tools(
         name
             The variable, or an attribute or item of one: df, df.price, Out[3].
         """
-        return notebook.describe(name).text
+        return _for_model(notebook.describe(name).text)
 
     @tool
     def read_cell(number: int) -> str:
@@ -308,13 +321,15 @@ def notebook_tools(
         number
             The cell's execution number.
         """
-        return notebook.read_cell(number)
+        return _for_model(notebook.read_cell(number))
 
     @tool
     def last_error() -> str:
         """The notebook's last exception: its traceback and the cell that raised it."""
         item = notebook.last_error()
-        return item.text if item is not None else "No exception has happened in this session."
+        if item is None:
+            return "No exception has happened in this session."
+        return _for_model(item.text)
 
     def runner(code: str) -> str:
         ran = notebook.run(code)
@@ -322,5 +337,7 @@ def notebook_tools(
             on_run(ran)
         return ran.as_text()
 
-    run_code = RunCode(runner, approval=approval)
+    run_code = RunCode(
+        runner, approval=approval, namespace=shell.user_ns, transform=shell.transform_cell
+    )
     return [list_variables, describe_variable, read_cell, last_error, run_code]

@@ -20,7 +20,6 @@ or the chat panel.
 from __future__ import annotations
 
 import functools
-import html
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -31,7 +30,9 @@ from IPython import get_ipython
 from IPython.core.formatters import DisplayFormatter
 from IPython.display import display
 
-from .errors import InputError, NbchatError, NoPendingCall
+from . import markup
+from ._code_tool import shown_digest
+from .errors import AlreadyAnswered, InputError, NbchatError, NoPendingCall
 from .render import Mode, RenderResult, TurnRenderer
 
 if TYPE_CHECKING:
@@ -114,9 +115,8 @@ class OutputHandle:
 
     @property
     def text(self) -> str:
-        """What is shown, as Markdown or plain text."""
-        data = self.data
-        return str(data.get("text/markdown", data.get("text/plain", "")))
+        """What is shown, as plain text."""
+        return str(self.data.get("text/plain", ""))
 
 
 _DEFAULT_FORMATTER: DisplayFormatter | None = None
@@ -250,7 +250,7 @@ class ToolPrompt(widgets.VBox):
         self.editor: widgets.Textarea | None = None  # code prompts: the code, once Edit is hit
         self.reason_box: widgets.Text | None = None  # code prompts: why Reject
         self.submit_button: widgets.Button | None = None
-        self._error, self._status = "", ""
+        self._error, self._status = "", markup.SafeHTML("")
         self._error_html = widgets.HTML()
         self._status_html = widgets.HTML()
         super().__init__(
@@ -299,11 +299,15 @@ class ToolPrompt(widgets.VBox):
             events = self.chat.iter_answer_tool_call(
                 self.call.thread_id, value, call_id=self.call.call_id
             )
+        except AlreadyAnswered as error:
+            self._lock(None, f"already answered: {error.answer}" if error.answer else
+                       "already answered elsewhere")
+            return
         except NoPendingCall:
             self._lock(None, "this question no longer waits for an answer")
             raise
         self._set_error("")
-        self._lock(value, f"✓ {html.escape(_shown(value))}")
+        self._lock(value, f"✓ {_shown(value)}")
         self._answer_callbacks(self, value)
         if self._on_accepted is None:
             for _ in events:
@@ -327,29 +331,42 @@ class ToolPrompt(widgets.VBox):
 
     def note(self, text: str) -> None:
         """Say what happens next, after what was answered."""
-        self._status_html.value = (
-            f'{self._status} <span style="{NOTE_STYLE}">— {html.escape(text)}</span>'
-        )
+        self._status_html.value = markup.styled(markup.join(
+            [self._status, markup.text(f"— {text}", cls="nbchat-dim")], " "))
 
     # -- building ---------------------------------------------------------------
     def _build(self, prompt: Prompt) -> list[widgets.Widget]:
         children: list[widgets.Widget] = []
-        markdown = prompt.markdown
-        if markdown:
-            handle = OutputHandle()
-            handle.update({"text/markdown": str(markdown), "text/plain": str(markdown)}, raw=True)
-            children.append(handle.output)
-        question = html.escape(self.question).replace("\n", "<br>")
-        children.append(widgets.HTML(f"<b>{question}</b>"))
+        if prompt.kind == "code":
+            children.append(_safe_output(self._code_view(prompt)))
+        elif prompt.markdown:
+            children.append(_safe_output(markup.markdown(str(prompt.markdown))))
+        children.append(widgets.HTML(markup.styled(markup.element("b", self.question))))
         if self.kind == "choice" and prompt.options:
             children.append(self._choice_controls(list(prompt.options)))
         elif self.kind == "confirm":
             children.append(self._confirm_controls())
         elif self.kind == "code":
-            children.append(self._code_controls(str(prompt.extra.get("code", ""))))
+            children.append(self._code_controls(self.code))
         else:
             children.append(self._text_controls(prompt.placeholder))
         return [*children, self._error_html, self._status_html]
+
+    @property
+    def code(self) -> str:
+        """The code a code prompt shows: the pending call's own, the one Run runs."""
+        return str(self.call.arguments.get("code", ""))
+
+    def _code_view(self, prompt: Prompt) -> markup.SafeHTML:
+        """Every line of the code, escaped and highlighted, and why it needs a yes."""
+        risks = [str(risk) for risk in prompt.extra.get("risks") or ()]
+        why = ("It needs your yes because it " + "; ".join(risks) + "." if risks else
+               "Your approval policy asks before any code runs.")
+        lines = self.code.rstrip("\n").count("\n") + 1
+        return markup.join([
+            markup.code(self.code, "python"),
+            markup.text(f"{lines} line{'s' * (lines != 1)} · {why}", cls="nbchat-dim", block=True),
+        ])
 
     def _choice_controls(self, options: list[str]) -> widgets.Widget:
         self.buttons = tuple(_button(option) for option in options)
@@ -397,7 +414,7 @@ class ToolPrompt(widgets.VBox):
 
     # -- events ------------------------------------------------------------------
     def _on_run_button_click(self, _: widgets.Button) -> None:
-        self.submit("run")
+        self.submit({"action": "run", "shown": shown_digest(self.code)})
 
     def _on_edit_button_click(self, _: widgets.Button) -> None:
         assert self.editor is not None
@@ -432,8 +449,8 @@ class ToolPrompt(widgets.VBox):
 
     def _set_error(self, message: str) -> None:
         self._error = message
-        self._error_html.value = (
-            f'<span style="{ERROR_STYLE}">⚠ {html.escape(message)}</span>' if message else ""
+        self._error_html.value = markup.styled(
+            markup.text(f"⚠ {message}", cls="nbchat-error") if message else markup.SafeHTML("")
         )
 
     def _lock(self, value: object, status: str) -> None:
@@ -451,8 +468,15 @@ class ToolPrompt(widgets.VBox):
             self.text_box.disabled = True
             if value is not None:
                 self.text_box.value = str(value)
-        self._status = f'<span style="{ANSWERED_STYLE}">{status}</span>'
-        self._status_html.value = self._status
+        self._status = markup.text(status, cls="nbchat-ok")
+        self._status_html.value = markup.styled(self._status)
+
+
+def _safe_output(body: markup.SafeHTML) -> widgets.Output:
+    """An Output widget showing ``body`` (HTML made by :mod:`nbchat.markup`)."""
+    handle = OutputHandle()
+    handle.update(markup.bundle(body, ""), raw=True)
+    return handle.output
 
 
 def _button(description: str, **kwargs: Any) -> widgets.Button:
@@ -462,8 +486,8 @@ def _button(description: str, **kwargs: Any) -> widgets.Button:
 
 
 def _matches(button: widgets.Button, value: object) -> bool:
-    if isinstance(value, dict):  # a code answer: {"action": "edit" | "reject", ...}
-        return button.description == {"edit": "Run edited", "reject": "Reject"}.get(
+    if isinstance(value, dict):  # a code answer: {"action": "run" | "edit" | "reject", ...}
+        return button.description == {"run": "Run", "edit": "Run edited", "reject": "Reject"}.get(
             str(value.get("action")), ""
         )
     if value == "run":
@@ -476,7 +500,8 @@ def _matches(button: widgets.Button, value: object) -> bool:
 def _shown(value: object) -> str:
     if isinstance(value, dict):
         action, reason = value.get("action"), value.get("reason")
-        return {"edit": "ran the edited code", "reject": "rejected"}.get(str(action), "") + (
+        return {"run": "ran", "edit": "ran the edited code", "reject": "rejected"}.get(
+            str(action), "") + (
             f": {reason}" if reason else ""
         )
     if value == "run":

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.display import DisplayHandle, display
 
-from ._views import reasoning_block
+from . import markup
+from ._views import reasoning_html
 from .errors import NbchatError
 from .events import (
     ContextWindowed,
@@ -44,6 +45,7 @@ class TurnView:
         self.sink = sink
         self.blocks: list[list[str] | str] = []  # text parts, or a tool call id
         self.tools: dict[str, str] = {}
+        self.tool_names: dict[str, tuple[str, str]] = {}  # (tool name, outcome), for the HTML
         self.shown: dict[str, str] = {}  # what a tool's answer did, for the person
         self.size = 0
         self.thread_id: int | None = None
@@ -96,13 +98,12 @@ class TurnView:
             self.started = True
             self.sink.begin(self)
 
-    def _text(self, text: str) -> None:
-        self._start()
-        if not self.blocks or isinstance(self.blocks[-1], str):
-            self.blocks.append([])
-        parts = self.blocks[-1]
-        assert isinstance(parts, list)
-        parts.append(text)
+    def _text(self, text: str) -> None:  # once per chunk: kept lean
+        blocks = self.blocks
+        if not blocks or type(blocks[-1]) is str:
+            self._start()
+            blocks.append([])
+        blocks[-1].append(text)  # type: ignore[union-attr]
         self.size += len(text)
         self.sink.text(self, text)
 
@@ -110,7 +111,8 @@ class TurnView:
         self._start()
         if call.id not in self.tools:
             self.blocks.append(call.id)
-        self.tools[call.id] = f"🔧 `{call.name}` {outcome}"
+        self.tools[call.id] = f"🔧 {call.name} {outcome}"
+        self.tool_names[call.id] = (call.name, outcome)
         if shown:
             self.shown[call.id] = shown
         self.sink.line(self, self.tools[call.id], done=done, shown=shown)
@@ -130,21 +132,23 @@ class TurnView:
         texts = ["".join(b) for b in self.blocks if isinstance(b, list)]
         return "\n\n".join(t.strip("\n") for t in texts if t.strip())
 
-    def _tool_markdown(self, call_id: str) -> str:
+    def _tool_html(self, call_id: str) -> markup.SafeHTML:
+        name, outcome = self.tool_names[call_id]
+        line = markup.element("p", markup.join(
+            [markup.text("🔧"), markup.code_inline(name), markup.text(outcome)], " "),
+            cls="nbchat-dim")
         shown = self.shown.get(call_id)
-        if not shown:
-            return self.tools[call_id]
-        fence = "````" if "```" in shown else "```"
-        return f"{self.tools[call_id]}\n\n{fence}text\n{shown.rstrip()}\n{fence}"
+        return markup.join([line, markup.code(shown.rstrip(), "text")]) if shown else line
 
-    def markdown(self) -> str:
+    def html(self) -> markup.SafeHTML:
+        """The turn so far as safe HTML: the thinking, the answer's rounds, the tool lines."""
         pieces = [
-            "".join(b).strip("\n") if isinstance(b, list) else self._tool_markdown(b)
+            markup.markdown("".join(b).strip("\n")) if isinstance(b, list) else self._tool_html(b)
             for b in self.blocks
         ]
         if self.reasoning:
-            pieces.insert(0, reasoning_block("".join(self.reasoning), done=bool(self.blocks)))
-        return "\n\n".join(p for p in pieces if p)
+            pieces.insert(0, reasoning_html("".join(self.reasoning), done=bool(self.blocks)))
+        return markup.join(pieces)
 
     def window_note(self) -> str:
         """One line saying how many earlier turns the request left out ("" if none)."""
@@ -194,13 +198,13 @@ class DisplaySink(Sink):
 
     def begin(self, turn: TurnView) -> None:
         if self.live:
-            waiting = f"waiting for {turn.model}" if turn.model else "waiting for the model"
-            self._show({"text/markdown": f"_… {waiting}_", "text/plain": f"… {waiting}"})
+            waiting = f"… waiting for {turn.model}" if turn.model else "… waiting for the model"
+            self._show(markup.bundle(markup.text(waiting, cls="nbchat-dim", block=True), waiting))
 
     def text(self, turn: TurnView, text: str) -> None:
         now = time.monotonic()
         if self.live and now >= self.due:
-            self._show({"text/markdown": turn.markdown()})
+            self._show({"text/html": markup.styled(turn.html())})
             # Each update re-renders the whole text: back off as it grows.
             self.due = now + self.interval * (1 + turn.size / BACKOFF_CHARS)
 
@@ -209,17 +213,17 @@ class DisplaySink(Sink):
 
     def line(self, turn: TurnView, line: str, *, done: bool, shown: str = "") -> None:
         if self.live:
-            self._show({"text/markdown": turn.markdown()})
+            self._show({"text/html": markup.styled(turn.html())})
 
     def final(self, turn: TurnView, metadata: dict[str, Any], *, show_error: bool) -> None:
-        markdown, plain = turn.markdown(), turn.answer
+        body, plain = turn.html(), turn.answer
         for note in (status_note(turn, show_error), _window_note(turn)):
             if note:
-                markdown = f"{markdown}\n\n{note[0]}" if markdown else note[0]
+                body = markup.join([body, note[0]])
                 plain = f"{plain}\n\n{note[1]}" if plain else note[1]
-        if not markdown and self.handle is None:
+        if not body and self.handle is None:
             return  # nothing to show, and nothing was shown
-        self._show({"text/markdown": markdown, "text/plain": plain}, metadata)
+        self._show(markup.bundle(body, plain), metadata)
 
     def _show(self, bundle: dict[str, str], metadata: dict[str, Any] | None = None) -> None:
         self.updates += 1
@@ -260,7 +264,7 @@ class TextSink(Sink):
     def line(self, turn: TurnView, line: str, *, done: bool, shown: str = "") -> None:
         if done:  # a terminal can't rewrite a line: print each tool's outcome once
             self._newline()
-            print(_plain(line), flush=True)
+            print(line, flush=True)
             if shown:
                 print(shown.rstrip(), flush=True)
 
@@ -280,12 +284,13 @@ class TextSink(Sink):
             self.at_line_start = True
 
 
-def status_note(turn: TurnView, show_error: bool) -> tuple[str, str] | None:
-    """The line under the text that says how the turn ended: (Markdown, plain)."""
+def status_note(turn: TurnView, show_error: bool) -> tuple[markup.SafeHTML, str] | None:
+    """The line under the text that says how the turn ended: (safe HTML, plain)."""
     if turn.status == "interrupted":
         plain = "⏹ interrupted — the partial answer is kept in the thread"
     elif turn.status == "failed" and show_error and turn.error is not None:
-        return f"⚠️ {_escape(str(turn.error))}", f"⚠️ {' '.join(str(turn.error).split())}"
+        plain = f"⚠️ {' '.join(str(turn.error).split())}"
+        return markup.text(plain, cls="nbchat-error", block=True), plain
     elif turn.status == "failed" and turn.answer:
         plain = "⚠️ incomplete: the turn failed"
     elif turn.status == "suspended":
@@ -294,24 +299,14 @@ def status_note(turn: TurnView, show_error: bool) -> tuple[str, str] | None:
         plain = f"✂️ {turn.note or 'incomplete: the model did not finish its answer'}"
     else:
         return None
-    return f"_{plain}_", plain
+    return markup.element("p", markup.element("i", plain), cls="nbchat-note"), plain
 
 
-def _window_note(turn: TurnView) -> tuple[str, str] | None:
+def _window_note(turn: TurnView) -> tuple[markup.SafeHTML, str] | None:
     line = turn.window_note()
-    return (f"_ℹ️ {line}_", f"ℹ️ {line}") if line else None
-
-
-def _plain(markdown_line: str) -> str:
-    return markdown_line.replace("`", "")
-
-
-def _escape(text: str) -> str:
-    """One line of plain text, safe inside Markdown."""
-    line = " ".join(text.split())
-    for char in "\\`*_[]<>#|":
-        line = line.replace(char, "\\" + char)
-    return line
+    if not line:
+        return None
+    return markup.element("p", markup.element("i", f"ℹ️ {line}"), cls="nbchat-note"), f"ℹ️ {line}"
 
 
 def _first_line(text: str, limit: int = 80) -> str:

@@ -25,6 +25,13 @@ writing process holds for as long as it lives (:func:`writer_token`). The OS
 drops the lock when the process dies, however it dies, so a reader can tell
 "still being written" from "the writer is gone" (:func:`is_writer_alive`)
 without trusting process ids, which containers reuse.
+
+Everything is trusted only if it is ours alone, as ssh trusts ``~/.ssh``: the
+user's folder, its lock and every file read must be owned by this process's
+user and not writable by group or others, and the root must not let others
+replace the folder (writable only with the sticky bit). Otherwise
+:class:`~nbchat.errors.StoreUnsafe` names the folder or file and the fix, so
+threads someone else planted never pass for the user's own.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import json
 import os
 import re
 import secrets
+import stat
 import tempfile
 import threading
 import unicodedata
@@ -47,7 +55,8 @@ from tinydb import TinyDB
 from tinydb.storages import Storage
 from tinydb.table import Document
 
-from .errors import StoreCorrupt, StoreError, StoreLocked
+from .config import ENV_STORE
+from .errors import StoreCorrupt, StoreError, StoreLocked, StoreUnsafe
 
 TEMP_SUFFIX = ".tmp"
 SWEEP_LIMIT = 200
@@ -101,7 +110,7 @@ class AtomicJSONStorage(Storage):
 
     def read(self) -> dict[str, Any] | None:
         if self._data is None:
-            self._data = load_json(self.path, missing_ok=self.create, hint=self.hint)
+            self._data = load_json(self.path, missing_ok=self.create, hint=self.hint, private=True)
         return self._data
 
     def write(self, data: dict[str, Any]) -> None:
@@ -135,10 +144,18 @@ def open_db(
         db.close()
 
 
-def load_json(path: Path, *, missing_ok: bool = True, hint: str = "") -> dict[str, Any] | None:
-    """The TinyDB data in *path*; None if missing and *missing_ok*; StoreCorrupt if not TinyDB."""
+def load_json(
+    path: Path, *, missing_ok: bool = True, hint: str = "", private: bool = False
+) -> dict[str, Any] | None:
+    """The TinyDB data in *path*; None if missing and *missing_ok*; StoreCorrupt if not TinyDB.
+
+    With *private*, the file must be ours and not writable by others (else StoreUnsafe).
+    """
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as file:
+            if private:
+                check_stat(path, os.fstat(file.fileno()))
+            raw = file.read()
     except FileNotFoundError:
         if missing_ok:
             return None
@@ -203,6 +220,64 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def check_private(path: Path, *, folder: bool = False) -> bool:
+    """StoreUnsafe unless *path* (and a symlink's target) is ours and others may not write it.
+
+    Whether *path* exists.
+    """
+    try:
+        link = os.lstat(path)
+        check_stat(path, link, folder=folder)
+        if stat.S_ISLNK(link.st_mode):
+            check_stat(path, os.stat(path), folder=folder)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    return True
+
+
+def check_stat(path: Path, status: os.stat_result, *, folder: bool = False) -> None:
+    """StoreUnsafe unless *status* (of *path*) says we own it and others may not write it."""
+    if os.name == "nt":  # no POSIX owners or modes to trust
+        return
+    me, mode = os.geteuid(), stat.S_IMODE(status.st_mode)
+    what = "store folder" if folder else "store file"
+    if status.st_uid != me:
+        fix = f"remove it, or set {ENV_STORE} to a folder of your own" if folder else "remove it"
+        raise StoreUnsafe(
+            f"the {what} {path} is owned by uid {status.st_uid}, not you (uid {me}); {fix}",
+            path=str(path),
+        )
+    if mode & 0o022 and not stat.S_ISLNK(status.st_mode):
+        private = "700" if folder else "600"
+        raise StoreUnsafe(
+            f"the {what} {path} is writable by others (mode {mode:04o}); check that what is "
+            f"in it is yours, then fix with chmod {private} {path}",
+            path=str(path),
+        )
+
+
+def check_root(root: Path) -> None:
+    """StoreUnsafe if others may replace the users' folders in *root* (writable, not sticky).
+
+    A shared root (``/srv/nbchat`` 1777, or 0755 owned by root) is fine: each
+    user's folder in it is checked to be theirs.
+    """
+    if os.name == "nt":
+        return
+    try:
+        mode = stat.S_IMODE(os.stat(root).st_mode)
+    except OSError as exc:
+        raise StoreError(f"cannot read {root}: {exc.strerror or exc}") from exc
+    if mode & 0o022 and not mode & stat.S_ISVTX:
+        raise StoreUnsafe(
+            f"the store root {root} is writable by others without the sticky bit (mode "
+            f"{mode:04o}), so anyone could replace your folder in it; fix with chmod +t {root}",
+            path=str(root),
+        )
+
+
 def file_stamp(stat: os.stat_result) -> list[int]:
     """What changes whenever a file is replaced: inode, size, modification time."""
     return [stat.st_ino, stat.st_size, stat.st_mtime_ns]
@@ -239,6 +314,7 @@ class UserFolder:
     def locked(self) -> Iterator[None]:
         """Hold the user's lock (StoreLocked after the timeout)."""
         self._ensure()
+        check_private(self.path / ".lock")
         lock = self._process_lock()
         try:
             lock.acquire(poll_interval=0.005)
@@ -260,25 +336,31 @@ class UserFolder:
         if self._lock is None or self._lock[0] != os.getpid():
             if self._lock is not None:
                 _inherited.append(self._lock[1])
-            self._lock = (os.getpid(), FileLock(self.path / ".lock", timeout=self._lock_timeout))
+            lock = FileLock(self.path / ".lock", timeout=self._lock_timeout, mode=0o600)
+            self._lock = (os.getpid(), lock)
         return self._lock[1]
 
     def _ensure(self) -> None:
-        if self.path.is_dir():
-            return
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            self.path.mkdir(mode=0o700, exist_ok=True)
-        except (FileExistsError, NotADirectoryError):
-            raise not_a_folder(self.root) from None
-        except OSError as exc:
-            raise StoreError(f"cannot create {self.path}: {exc.strerror or exc}") from exc
+        """Create the user's folder (0700) if missing; refuse one that is not safely ours."""
+        if not self.path.is_dir():
+            try:
+                self.root.mkdir(mode=0o755, parents=True, exist_ok=True)
+                check_root(self.root)
+                self.path.mkdir(mode=0o700, exist_ok=True)
+            except (FileExistsError, NotADirectoryError):
+                raise not_a_folder(self.root) from None
+            except OSError as exc:
+                raise StoreError(f"cannot create {self.path}: {exc.strerror or exc}") from exc
+        check_root(self.root)
+        check_private(self.path, folder=True)
+        check_private(self.writers, folder=True)
 
     def scan(self) -> tuple[dict[int, list[int]], list[int]]:
         """Stamps of the thread files by id, and numbers of the index files.
 
         Also removes the temp files that killed writers left behind: call it
         only under the lock, when no temp file can belong to a live writer.
+        StoreUnsafe for a thread file that is not ours alone.
         """
         stamps: dict[int, list[int]] = {}
         indexes: list[int] = []
@@ -287,7 +369,9 @@ class UserFolder:
                 name = entry.name
                 if name.startswith("thread-") and (match := _THREAD_FILE.fullmatch(name)):
                     with contextlib.suppress(FileNotFoundError):
-                        stamps[int(match[1])] = file_stamp(entry.stat())
+                        status = entry.stat()
+                        check_stat(Path(entry.path), status)
+                        stamps[int(match[1])] = file_stamp(status)
                 elif name.startswith("index-") and (match := _INDEX_FILE.fullmatch(name)):
                     indexes.append(int(match[1]))
                 elif name.startswith(".") and name.endswith(TEMP_SUFFIX):
@@ -375,10 +459,10 @@ def writer_token(folder: Path) -> str:
             return held[1]
         if held is not None:
             _inherited.append(held[2])
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         while True:
             token = f"{os.getpid()}-{secrets.token_hex(8)}"
-            lock = FileLock(folder / f"{token}.lock", timeout=0)
+            lock = FileLock(folder / f"{token}.lock", timeout=0, mode=0o600)
             # A sweeping process may take the new file for a dead writer's before we
             # lock it, and delete it: then start again with another name.
             with contextlib.suppress(Timeout):

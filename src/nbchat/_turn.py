@@ -32,6 +32,7 @@ from .events import (
     UsageReported,
 )
 from .llm import LLMClient
+from .llm._stop import StopSignal
 from .records import PendingCall, Prompt, RecordError
 from .tools import ClientTool, KernelTool, Toolbox, ToolContext
 
@@ -91,6 +92,7 @@ class TurnSpec:
     refit: Callable[[NbchatError], tuple[list[dict[str, Any]], int] | None] | None = None
     dropped_turns: int = 0  # earlier turns the context already leaves out
     context_size: int | None = None
+    stop: StopSignal | None = None  # set from another thread: the turn ends as interrupted
 
 
 def run_turn(spec: TurnSpec) -> Iterator[Event]:
@@ -128,21 +130,23 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
         options = spec.options if round_number == 0 else _unforced(spec.options)
         finish_reason = None
         try:
-            last_checkpoint = time.monotonic()
+            monotonic, add_text = time.monotonic, parts.append  # once, not per chunk
+            next_checkpoint = monotonic() + CHECKPOINT_SECONDS
             for event in spec.llm.stream(
-                spec.context + spec.messages, model=spec.model, tools=tools, options=options
+                spec.context + spec.messages, model=spec.model, tools=tools, options=options,
+                stop=spec.stop,
             ):
                 if type(event) is TextDelta:
                     if separate:
                         separate = False
-                        parts.append("\n\n")
+                        add_text("\n\n")
                         round_start += 1
                         yield TextDelta("\n\n")
-                    parts.append(event.text)
+                    add_text(event.text)
                     yield event
-                    if time.monotonic() - last_checkpoint > CHECKPOINT_SECONDS:
+                    if monotonic() > next_checkpoint:
                         spec.recorder.checkpoint("".join(parts), spec.messages)
-                        last_checkpoint = time.monotonic()
+                        next_checkpoint = monotonic() + CHECKPOINT_SECONDS
                 elif type(event) is ToolCallRequested:
                     calls.append(event.call)
                     yield event
@@ -172,6 +176,10 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
             raise
         except NbchatError as error:
             yield from _failed(spec, parts, round_start, error)
+            return
+        if spec.stop is not None and spec.stop.is_set():
+            spec.messages = _with_text(spec.messages, parts[round_start:])
+            yield finish("interrupted")
             return
         round_text = "".join(parts[round_start:])
         ending = ending_of(finish_reason)

@@ -25,7 +25,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import markup
 from ._endings import fit_history, refit_history
+from ._secrets import remember
 from ._titles import clean_title
 from ._turn import NullRecorder, TurnSpec, run_turn
 from .config import ENV_TOOLLESS_MODELS, Settings, resolve
@@ -53,6 +55,7 @@ from .events import (
 )
 from .history import ChatHistory
 from .llm import LLMClient
+from .llm._stop import StopSignal
 from .llm.local import BUNDLED_ALIAS
 from .options import TITLE_OPTIONS, Options, check_options, env_options, merge_options
 from .policy import Policy
@@ -71,6 +74,36 @@ TITLE_REQUEST = (
 )
 
 
+class _Joined:
+    """A str field kept as the parts streamed into it, joined when read.
+
+    ``+=`` on an attribute copies the whole text for every chunk, which grows
+    with the square of the answer's length; appending a part does not.
+    """
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.parts = f"_{name}_parts"
+
+    def __get__(self, instance: object | None, owner: type | None = None) -> str:
+        if instance is None:
+            return ""  # the field's default
+        parts: list[str] = instance.__dict__[self.parts]
+        if len(parts) > 1:
+            parts[:] = ["".join(parts)]
+        return parts[0]
+
+    def __set__(self, instance: object, text: str) -> None:
+        self.parts_of(instance)[:] = [text]
+
+    def parts_of(self, instance: object) -> list[str]:
+        """The parts of the field of ``instance``: one list for its lifetime, to append to."""
+        parts: list[str] = instance.__dict__.setdefault(self.parts, [])
+        return parts
+
+
+_TEXT, _REASONING = _Joined(), _Joined()
+
+
 @dataclass
 class Answer:
     """One turn: iterable while it streams (its events), then what it came to.
@@ -84,7 +117,7 @@ class Answer:
     ``finish_reason == "length"``) says why in ``note``.
     """
 
-    text: str = ""
+    text: _Joined = _TEXT
     thread_id: int | None = None
     turn: int = 0
     status: str = "complete"
@@ -94,22 +127,29 @@ class Answer:
     pending: tuple[PendingCall, ...] = ()
     error: NbchatError | None = field(default=None, compare=False)
     events: Iterator[Event] | None = field(default=None, repr=False, compare=False)
-    reasoning: str = ""
+    reasoning: _Joined = _REASONING
     finish_reason: str | None = None
     note: str = ""
+    _stop: StopSignal | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
-    def streaming(cls, events: Iterator[Event]) -> Answer:
-        """An Answer that fills in as ``events`` are iterated."""
-        return cls(status="streaming", events=events)
+    def streaming(cls, events: Iterator[Event], stop: StopSignal | None = None) -> Answer:
+        """An Answer that fills in as ``events`` are iterated; :meth:`stop` sets ``stop``."""
+        answer = cls(status="streaming", events=events)
+        answer._stop = stop
+        return answer
 
     def __iter__(self) -> Iterator[Event]:
         events, self.events = self.events, None
         if events is None:
             return
+        add_text = _TEXT.parts_of(self).append  # the bulk of the events, at the least cost
         try:
             for event in events:
-                self._note(event)
+                if type(event) is TextDelta:
+                    add_text(event.text)
+                else:
+                    self._note(event)
                 yield event
         finally:
             if self.status == "streaming":
@@ -126,18 +166,27 @@ class Answer:
                                   partial=self.text)
         return self
 
+    def stop(self) -> None:
+        """Stop the turn from any thread, at once even while the model sends nothing.
+
+        The thread iterating the answer sees it end: the turn is saved as
+        ``interrupted`` with the text so far, and the last event is the
+        TurnFinished that says so. Stopping a finished turn does nothing.
+        """
+        if self._stop is not None:
+            self._stop.set()
+
     def close(self) -> None:
-        """Stop the turn (the engine records it as interrupted)."""
+        """Stop the turn from the thread that iterates it (the engine records it as interrupted)."""
         close = getattr(self.events, "close", None)
         if close is not None:
             close()
 
     def _note(self, event: Event) -> None:
+        """Take in an event other than TextDelta (``__iter__`` appends those itself)."""
         kind = type(event)
-        if kind is TextDelta:
-            self.text += event.text  # type: ignore[union-attr]
-        elif kind is ReasoningDelta:
-            self.reasoning += event.text  # type: ignore[union-attr]
+        if kind is ReasoningDelta:
+            _REASONING.parts_of(self).append(event.text)  # type: ignore[union-attr]
         elif kind is TurnStarted:
             self.thread_id, self.turn, self.model = (
                 event.thread_id, event.turn, event.model)  # type: ignore[union-attr]
@@ -157,8 +206,8 @@ class Answer:
     def __str__(self) -> str:
         return self.text
 
-    def _repr_markdown_(self) -> str:
-        return self.text
+    def _repr_html_(self) -> str:
+        return markup.styled(markup.markdown(self.text))
 
 
 class ThreadRecorder:
@@ -166,6 +215,7 @@ class ThreadRecorder:
 
     def __init__(self, store: Store, thread_id: int, turn: int) -> None:
         self.store, self.thread_id, self.turn = store, thread_id, turn
+        self.status: str | None = None  # how the turn ended, once it has
 
     def checkpoint(self, text: str, messages: list[dict[str, Any]]) -> None:
         self.store.update_turn(self.thread_id, self.turn, answer=text)
@@ -182,6 +232,7 @@ class ThreadRecorder:
         finish_reason: str | None = None,
         reasoning: str = "",
     ) -> None:
+        self.status = status
         self.store.update_turn(
             self.thread_id,
             self.turn,
@@ -207,14 +258,28 @@ class _Titles:
 
     The cell is done when the answer is: the title request runs in a daemon
     thread and its result is a store update (the panel and ``--list`` read it
-    from there). Listing in the same process waits for titles under way (a
-    few seconds at most), so ``%chat --list`` right after an answer shows it.
-    At exit a script waits briefly for them too.
+    from there). A title request reads at most ``TITLE_MAX_CHARS`` of reply
+    and lasts at most ``TITLE_SECONDS``; past either it is given up and the
+    question's first words are the title. Every Chat of the process on the
+    same store and user shares one registry (:meth:`shared`), so listing from
+    any of them waits up to ``TITLE_WAIT`` for titles under way: ``%chat
+    --list`` right after ``chat.ask(…)`` shows the title. At exit a script
+    waits up to ``EXIT_TITLE_WAIT``.
     """
 
     def __init__(self) -> None:
         self._workers: dict[int, threading.Thread] = {}
         self._lock = threading.Lock()
+
+    @classmethod
+    def shared(cls, store: Store) -> _Titles:
+        """The registry of the titles under way for *store*'s user in this process."""
+        key = (type(store).__name__, store.location(), store.user)
+        with _SHARED_LOCK:
+            titles = _SHARED_TITLES.get(key)
+            if titles is None:
+                titles = _SHARED_TITLES[key] = cls()
+        return titles
 
     def start(self, chat: Chat, thread_id: int) -> None:
         with self._lock:
@@ -233,7 +298,7 @@ class _Titles:
         for worker in list(self._workers.values()):
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             worker.join(left)
-        return not any(worker.is_alive() for worker in self._workers.values())
+        return not any(worker.is_alive() for worker in list(self._workers.values()))
 
     def _title(self, chat: Chat, thread_id: int) -> None:
         try:
@@ -246,14 +311,22 @@ class _Titles:
                 self._workers.pop(thread_id, None)
 
 
-TITLE_WAIT = 15.0  # seconds listing waits for a title under way
+TITLE_MAX_CHARS = 2000  # a reply this long is no title: stop reading it
+TITLE_SECONDS = 5.0  # a title request is given up after this long, however it streams
+TITLE_WAIT = 1.0  # seconds listing waits for a title under way
+EXIT_TITLE_WAIT = 2.0  # seconds the process waits at exit for titles under way
 _RUNNING_TITLES: weakref.WeakSet[_Titles] = weakref.WeakSet()
+_SHARED_TITLES: weakref.WeakValueDictionary[tuple[str, str, str], _Titles] = (
+    weakref.WeakValueDictionary()
+)
+_SHARED_LOCK = threading.Lock()
 
 
 @atexit.register
 def _finish_titles() -> None:
+    deadline = time.monotonic() + EXIT_TITLE_WAIT
     for titles in list(_RUNNING_TITLES):
-        titles.wait(TITLE_WAIT)
+        titles.wait(max(0.0, deadline - time.monotonic()))
 
 
 class HistoryRecorder(NullRecorder):
@@ -294,6 +367,7 @@ class _Engine:
             user=user,
         )
         self.settings: Settings = resolve(**self._explicit)  # type: ignore[arg-type]
+        remember(self.settings.api_key)  # kept out of what the notebook tools send from now on
         self.user_tools = list(tools)
         self.toolbox = Toolbox([*BUILTIN_CLIENT_TOOLS, *self.user_tools])
         self.builtin_tools = builtin_tools
@@ -384,9 +458,9 @@ class _Engine:
             context, model, self._options(check_options(options)), self._offered(model),
             tool_context=ToolContext(self.settings.user, self.settings.user, self.permissions),
             recorder=HistoryRecorder(history, question) if update else NullRecorder(),
-            suspendable=False,
+            suspendable=False, stop=StopSignal(),
         )  # fmt: skip
-        return Answer.streaming(run_turn(spec))
+        return Answer.streaming(run_turn(spec), spec.stop)
 
 
 class Chat(_Engine):
@@ -447,7 +521,7 @@ class Chat(_Engine):
         self.store: Store = (
             given if given is not None else open_store(self.settings.store, self.settings.user)
         )
-        self._titles = _Titles()
+        self._titles = _Titles.shared(self.store)
 
     def __repr__(self) -> str:
         return f"Chat(user={self.store.user!r}, store={self.store.location()!r})"
@@ -528,7 +602,11 @@ class Chat(_Engine):
                 raise event.error
 
     def get_thread_title(self, thread_id: int) -> str:
-        """Ask the model for a 3–5 word title (first words of the first query if it fails)."""
+        """Ask the model for a 3–5 word title (first words of the first query if it fails).
+
+        A reply longer than ``TITLE_MAX_CHARS`` or slower than ``TITLE_SECONDS``
+        counts as failed: the request is closed there.
+        """
         thread = self.store.get(thread_id)
         if not thread.turns:
             raise InputError(f"thread {thread_id} has no turns to title yet; ask something first")
@@ -542,15 +620,25 @@ class Chat(_Engine):
         ]
         options = merge_options(_provider_only(self._options(_thread_options(thread))),
                                 TITLE_OPTIONS)  # fmt: skip
+        stop = StopSignal()
+        deadline = stop.set_after(TITLE_SECONDS)
+        events = self.llm.stream(messages, model=thread.model, options=options, stop=stop)
+        parts: list[str] = []
+        size = 0
         try:
-            text = "".join(
-                e.text
-                for e in self.llm.stream(messages, model=thread.model, options=options)
-                if type(e) is TextDelta
-            )
+            for event in events:
+                if type(event) is TextDelta or type(event) is ReasoningDelta:
+                    size += len(event.text)
+                    if size > TITLE_MAX_CHARS:
+                        return fallback
+                    if type(event) is TextDelta:
+                        parts.append(event.text)
         except NbchatError:
             return fallback
-        return _clean_title(text) or fallback
+        finally:
+            deadline.cancel()
+            events.close()  # an unfinished reply closes its connection
+        return fallback if stop.is_set() else _clean_title("".join(parts)) or fallback
 
     # -- beyond the source ----------------------------------------------------
     def threads(self) -> list[ThreadInfo]:
@@ -624,8 +712,11 @@ class Chat(_Engine):
         self.store.update_turn(thread_id, turn, options=chosen)
         history = self._thread_history(thread, upto=len(thread.turns))
         history.chat_as_user(query, context=items)
-        events = self._run(thread, turn, history, model, chosen)
-        return Answer.streaming(_chain([ToolCallAbandoned(call) for call in abandoned], events))
+        stop = StopSignal()
+        events = self._run(thread, turn, history, model, chosen, stop=stop)
+        if abandoned:
+            events = _chain([ToolCallAbandoned(call) for call in abandoned], events)
+        return Answer.streaming(events, stop)
 
     def retry(self, thread_id: int) -> Answer:
         """Ask the last query again when its turn failed or was interrupted.
@@ -650,8 +741,11 @@ class Chat(_Engine):
         history.chat_as_user(thread.turns[last].query, context=thread.turns[last].context)
         model = thread.turns[last].model or thread.model
         options = _turn_options(thread, thread.turns[last], self)
-        events = self._run(thread, last, history, model, options, messages=messages, text=text)
-        return Answer.streaming(events)
+        stop = StopSignal()
+        events = self._run(
+            thread, last, history, model, options, messages=messages, text=text, stop=stop
+        )
+        return Answer.streaming(events, stop)
 
     def ask_with_history(
         self,
@@ -691,16 +785,21 @@ class Chat(_Engine):
 
         Stored calls are checked against their tool's schema: a damaged one
         raises StoreCorrupt for its thread, and over all threads a thread that
-        cannot be read is left out, so the healthy ones still work.
+        cannot be read is left out, so the healthy ones still work. When none
+        waits, the first unreadable thread's StoreCorrupt is raised: the call
+        someone means to answer may be the damaged one.
         """
         if thread_id is not None:
             return self._waiting(self.store.get(thread_id))
         calls: list[PendingCall] = []
+        damaged: list[StoreCorrupt] = []
         for info in self.store.threads():
             try:
                 calls += self._waiting(self.store.get(info.id))
-            except StoreCorrupt:
-                continue
+            except StoreCorrupt as error:
+                damaged.append(error)
+        if damaged and not calls:
+            raise damaged[0]
         return calls
 
     def answer_tool_call(
@@ -724,6 +823,7 @@ class Chat(_Engine):
         call = self._find_pending(thread, call_id)
         tool = self.toolbox.client_tool(call.tool)
         self._check_stored_call(thread, call, tool)
+        self._check_shown(thread, call, tool, response)
         context = ToolContext(self.user, thread.user, self.permissions, thread_id)
         tool.check_requirements(context, call.arguments)
         answer = tool.parse_response(call.arguments, response)
@@ -745,11 +845,13 @@ class Chat(_Engine):
             return Answer.streaming(iter([result, *map(ToolCallPending, turn.pending), finished]))
         history = self._thread_history(thread, upto=call.turn)
         history.chat_as_user(turn.query, context=turn.context)
+        stop = StopSignal()
         events = self._run(
             thread, call.turn, history, turn.model or thread.model,
             _turn_options(thread, turn, self), messages=turn.messages, text=turn.answer,
+            stop=stop,
         )  # fmt: skip
-        return Answer.streaming(_chain([result], events))
+        return Answer.streaming(_chain([result], events), stop)
 
     def _act_on_answer(
         self, call: PendingCall, tool: ClientTool, answer: object
@@ -773,7 +875,11 @@ class Chat(_Engine):
         return self.store.update_turn(call.thread_id, call.turn, messages=messages)
 
     def wait_for_titles(self, timeout: float | None = None) -> bool:
-        """Wait until the titles this Chat is generating are saved; False on timeout."""
+        """Wait until the titles this Chat is generating are saved; False on timeout.
+
+        Without a timeout this waits as long as a title request may last
+        (``TITLE_SECONDS``, plus the time to connect).
+        """
         return self._titles.wait(timeout)
 
     # -- internals ---------------------------------------------------------------
@@ -787,18 +893,21 @@ class Chat(_Engine):
         *,
         messages: list[dict[str, Any]] | None = None,
         text: str = "",
+        stop: StopSignal | None = None,
     ) -> Iterator[Event]:
         builtin = (thread.settings or {}).get("builtin_tools")
+        recorder = ThreadRecorder(self.store, thread.id, turn)
         spec = self._spec(
             history, model, options, self._offered(model, builtin),
             tool_context=ToolContext(self.user, thread.user, self.permissions, thread.id),
-            recorder=ThreadRecorder(self.store, thread.id, turn),
-            thread_id=thread.id, turn=turn, messages=list(messages or []), text=text,
+            recorder=recorder,
+            thread_id=thread.id, turn=turn, messages=list(messages or []), text=text, stop=stop,
         )  # fmt: skip
-        for event in run_turn(spec):
-            if type(event) is TurnFinished and event.status == "complete" and not thread.title:
+        try:
+            yield from run_turn(spec)
+        finally:  # after the front end has shown the answer: the title does not compete
+            if recorder.status == "complete" and not thread.title:
                 self._titles.start(self, thread.id)
-            yield event
 
     def _waiting(self, thread: Thread) -> list[PendingCall]:
         calls = _waiting(thread)
@@ -807,6 +916,19 @@ class Chat(_Engine):
             if isinstance(tool, ClientTool):
                 self._check_stored_call(thread, call, tool)
         return calls
+
+    def _check_shown(
+        self, thread: Thread, call: PendingCall, tool: ClientTool, response: object
+    ) -> None:
+        """An answer given to what a prompt showed must meet the same call in the store."""
+        check = getattr(tool, "check_shown", None)
+        why = check(call.arguments, response) if check is not None else None
+        if why:
+            where = self.store.location(thread.id)
+            raise StoreCorrupt(
+                f"{where} holds a pending {call.tool!r} call whose {why}; nothing ran; "
+                "ask again to see the code again", path=where,
+            )
 
     def _check_stored_call(self, thread: Thread, call: PendingCall, tool: ClientTool) -> None:
         """A stored call's arguments must still be what the tool accepts (files get edited)."""
@@ -867,6 +989,7 @@ class Chat(_Engine):
                 f"was answered ({done.shown}); nothing was sent again",
                 thread_id=thread.id,
                 call_id=done.call_id,
+                answer=done.shown,
             )
         if not calls:
             raise NoPendingCall(f"thread {thread.id} has no client-tool call waiting for an answer")

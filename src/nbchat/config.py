@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import getpass
 import os
-from dataclasses import dataclass, field, replace
+import re
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Literal
 
 from jupyter_core import paths as jupyter_paths
 
+from ._secrets import REDACTED
 from .errors import ConfigError
 
 ENV_BASE_URL = "NBCHAT_BASE_URL"
@@ -48,6 +50,8 @@ ENV_JUPYTER_RUNTIME_DIR = "JUPYTER_RUNTIME_DIR"  # Jupyter's own; nbchat only na
 LOCAL_MODEL_OFF = ("off", "0", "no", "false")
 STORE_URL_SCHEMES = ("postgresql://", "postgres://")
 DEMO_URL = "demo"  # NBCHAT_BASE_URL=demo: the offline demo model, on purpose
+# The user (and password) of a URL: scheme://USERINFO@host, stopping at the path.
+_USERINFO = re.compile(r"(?<=://)[^\s/?#@]+(?=@)")
 
 Provider = Literal["openai", "ollama"]
 PROVIDERS: tuple[str, ...] = ("openai", "ollama")
@@ -55,7 +59,7 @@ OLLAMA_DEFAULT_URL = "http://127.0.0.1:11434"
 DEMO_MODEL = "nbchat-demo"
 CONNECT_HINT = (
     "connect a real model with %env NBCHAT_BASE_URL=https://api.openai.com/v1 "
-    "and NBCHAT_API_KEY=..."
+    "then %chat --key"
 )
 
 
@@ -63,8 +67,9 @@ CONNECT_HINT = (
 class Settings:
     """Resolved settings for one endpoint and one user's store.
 
-    ``api_key`` never appears in the repr; ``key_source`` names the variable it
-    came from, so error messages can say which one to fix.
+    Neither ``api_key`` nor a user or password in ``base_url`` appears in the
+    repr; ``key_source`` names the variable the key came from, so error
+    messages can say which one to fix.
     """
 
     base_url: str
@@ -82,9 +87,20 @@ class Settings:
     retry_budget: float = 30.0
     origin: str = "configured"
 
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{f.name}={redact_url(repr(getattr(self, f.name)))}" for f in fields(self) if f.repr
+        )
+        return f"Settings({shown})"
+
     def with_(self, **changes: object) -> Settings:
         """A copy with some fields changed."""
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the user and password of every URL in it replaced: ``https://[redacted]@host``."""
+    return _USERINFO.sub(REDACTED, text)
 
 
 def default_user() -> str:

@@ -23,6 +23,7 @@
     │   ├── StoreCorrupt               a file is not a store we wrote; never overwritten
     │   ├── StoreVersionError          written by a newer nbchat
     │   ├── StoreLocked                another process held the lock too long
+    │   ├── StoreUnsafe                a store folder or file someone else owns or may write
     │   └── StoreUnavailable (ConnectionError)  the database server is unreachable
     ├── ToolError                      tools the LLM calls
     │   ├── ToolDefinitionError        a function cannot become a tool
@@ -198,6 +199,18 @@ class StoreLocked(StoreError):
     """Another process held the store's lock for too long."""
 
 
+class StoreUnsafe(StoreError):
+    """A store folder or file is owned by someone else, or others may write it; it is not used.
+
+    Threads someone else planted there would pass for the user's own, so
+    nbchat refuses it, as ssh refuses a ``~/.ssh`` that others can write.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class StoreUnavailable(StoreError, ConnectionError):
     """The store's database server cannot be reached, or dropped the connection.
 
@@ -234,11 +247,13 @@ class AlreadyAnswered(NoPendingCall):
     """Another answer to the same call was recorded first; this one changed nothing."""
 
     def __init__(
-        self, message: str, *, thread_id: int | None = None, call_id: str | None = None
+        self, message: str, *, thread_id: int | None = None, call_id: str | None = None,
+        answer: str = "",
     ) -> None:
         super().__init__(message)
         self.thread_id = thread_id
         self.call_id = call_id
+        self.answer = answer  # the answer that was recorded, in words ("" if unknown)
 
 
 class TurnInterrupted(NbchatError):

@@ -17,7 +17,6 @@ only when asked: ``clean=True`` on the add methods, or :meth:`ChatHistory.clean`
 from __future__ import annotations
 
 import enum
-import html
 import json
 import os
 import re
@@ -25,10 +24,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol, get_args, overload, runtime_checkable
 
+from . import markup
 from .config import ENV_HISTORY_LIMIT, parse_history_limit
 from .context import ContextItem, context_line
 from .errors import InputError
 from .events import ToolCall
+from .markup import markdown_source as markup_source
 
 Role = Literal["user", "assistant", "tool"]
 ROLES: tuple[str, ...] = get_args(Role)
@@ -437,11 +438,14 @@ class ChatHistory:
         parts += [f"limit={self._limit}", f"strategy={name!r}"]
         return f"<ChatHistory: {', '.join(parts)}>"
 
-    def _repr_markdown_(self) -> str:
-        """The conversation as Markdown for notebooks; turns are separated by rules."""
+    def to_markdown(self) -> str:
+        """The conversation as Markdown for a file; turns are separated by rules.
+
+        Message text keeps its Markdown, with any raw HTML in it shown as text.
+        """
         blocks: list[str] = []
         if self._system:
-            blocks += ["**System**", _collapse(_quote(self._system), self._system)]
+            blocks += ["**System**", _collapse(_quote(markup_source(self._system)), self._system)]
         for i, turn in enumerate(self.turns()):
             if i:
                 blocks.append("---")
@@ -450,6 +454,21 @@ class ChatHistory:
         if not self._messages:
             blocks.append("*No messages yet.*")
         return "\n\n".join(blocks) + "\n"
+
+    def _repr_html_(self) -> str:
+        """The conversation for notebooks, through the safe renderer."""
+        blocks: list[markup.SafeHTML] = []
+        if self._system:
+            blocks += [_label("System"), _folded(markup.element(
+                "blockquote", markup.markdown(self._system)), self._system)]
+        for i, turn in enumerate(self.turns()):
+            if i:
+                blocks.append(markup.element("hr"))
+            for message in turn:
+                blocks += _render_html(message)
+        if not self._messages:
+            blocks.append(markup.element("p", markup.element("em", "No messages yet.")))
+        return markup.styled(markup.join(blocks))
 
 
 @dataclass(frozen=True)
@@ -494,27 +513,62 @@ _RESULT_CHARS = 300
 _RESULT_LINES = 5
 _ARGS_CHARS = 80
 _EMPTY = "*(empty)*"
+_EMPTY_HTML = markup.element("p", markup.element("em", "(empty)"))
 
 
 def _render(message: Message) -> list[str]:
     if message.role == "tool":
         label = "**Tool result**" + (f" {_code(message.name)}" if message.name else "")
-        return [label, _quote(_preview(message.content)) if message.content else _EMPTY]
+        content = markup_source(_preview(message.content))
+        return [label, _quote(content) if message.content else _EMPTY]
     label = "**You**" if message.role == "user" else "**Assistant**"
-    body = [_collapse(message.content, message.content)] if message.content else []
+    content = markup_source(message.content)
+    body = [_collapse(content, message.content)] if message.content else []
     calls = [f"Tool call: {_code(_signature(call))}" for call in message.tool_calls]
     if message.context:
-        calls.append(f"*{html.escape(context_line(message.context))}*")
+        calls.append(f"*{markup.escape_inline(context_line(message.context))}*")
     return [label, *(body + calls or [_EMPTY])]
+
+
+def _render_html(message: Message) -> list[markup.SafeHTML]:
+    if message.role == "tool":
+        label = _label("Tool result", message.name or "")
+        body = markup.element("blockquote", markup.text(_preview(message.content), block=True))
+        return [label, body if message.content else _EMPTY_HTML]
+    label = _label("You" if message.role == "user" else "Assistant")
+    blocks = [_folded(markup.markdown(message.content), message.content)] if message.content else []
+    blocks += [markup.element("p", markup.join(
+        [markup.text("Tool call:"), markup.code_inline(_signature(call))], " "))
+        for call in message.tool_calls]
+    if message.context:
+        blocks.append(markup.element("p", markup.element("em", context_line(message.context))))
+    return [label, *(blocks or [_EMPTY_HTML])]
+
+
+def _label(text: str, name: str = "") -> markup.SafeHTML:
+    parts = [markup.element("strong", text)] + ([markup.code_inline(name)] if name else [])
+    return markup.element("p", markup.join(parts, " "))
+
+
+def _long(text: str) -> str:
+    """How long ``text`` is, when it is long enough to fold ("" when not)."""
+    lines = text.count("\n") + 1
+    if len(text) <= _LONG_CHARS and lines <= _LONG_LINES:
+        return ""
+    return f"Long text: {lines:,} line{'s' * (lines > 1)}, {len(text):,} characters"
 
 
 def _collapse(markdown: str, text: str) -> str:
     """``markdown`` folded into a <details> block when ``text`` is long."""
-    lines = text.count("\n") + 1
-    if len(text) <= _LONG_CHARS and lines <= _LONG_LINES:
+    summary = _long(text)
+    if not summary:
         return markdown
-    summary = f"Long text: {lines:,} line{'s' * (lines > 1)}, {len(text):,} characters"
     return f"<details><summary>{summary}</summary>\n\n{markdown}\n\n</details>"
+
+
+def _folded(body: markup.SafeHTML, text: str) -> markup.SafeHTML:
+    summary = _long(text)
+    return markup.details(summary, body, cls="nbchat-reasoning") if summary else body
 
 
 def _preview(text: str) -> str:

@@ -22,10 +22,13 @@ from IPython.core.magic_arguments import argument, argument_group, magic_argumen
 from IPython.display import display
 from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, validate
 
+from . import markup
 from ._interpolate import interpolate, resolve
 from ._jupyter_notes import show_note
 from ._magic_syntax import protect_chat_questions, split_options
 from ._notices import notify, set_notifier
+from ._secrets import scrub
+from .chat import TITLE_WAIT
 from .errors import NbchatError
 from .options import check_options, parse_value
 from .render import Mode, RenderResult, TurnRenderer, detect_mode, execution_marker
@@ -39,16 +42,23 @@ __all__ = ["ChatMagics", "load", "protect_chat_questions", "unload"]
 NOTEBOOK_TOOLS = ("run_code",)
 COMMANDS = (
     "list", "show", "use", "rename", "delete", "models", "export", "panel", "answer", "retry",
-    "search",
+    "search", "key",
 )  # fmt: skip
 ERROR_PROMPT = (
     "I ran code in a Jupyter notebook and got the error below. Explain briefly what went "
-    "wrong and how to fix it.\n\n```\n{traceback}\n```"
+    "wrong and how to fix it.\n\n{traceback}"
 )
 MAX_TRACEBACK_CHARS = 8000
 API_KEY_REFUSED = (
-    "ChatMagics.api_key is not a setting, and the value was discarded; set the "
-    "NBCHAT_API_KEY environment variable instead (best before starting Jupyter)"
+    "ChatMagics.api_key is not a setting, and the value was discarded; give the key with "
+    "%chat --key (a hidden prompt) or the NBCHAT_API_KEY environment variable, set before "
+    "starting Jupyter"
+)
+KEY_PROMPT = "API key (hidden; kept in this kernel's memory only): "
+KEY_NO_STDIN = (
+    "%chat --key asks at a hidden prompt, and this notebook cannot show one (it runs "
+    "without a person, e.g. under nbclient); set NBCHAT_API_KEY in the environment "
+    "before starting Jupyter instead"
 )
 FIX_QUESTION = "Why does this fail, and how do I fix it?"
 FIX_REQUEST = "Give the whole corrected cell as one ```python code block."
@@ -86,7 +96,9 @@ class ChatMagics(Magics):
         Unicode(), help="Permissions the current user has, for client tools' requirements."
     ).tag(config=True)
     api_key = Unicode(
-        None, allow_none=True, help="Refused: set the NBCHAT_API_KEY environment variable."
+        None, allow_none=True,
+        help="Refused: give the key with %chat --key, or set the NBCHAT_API_KEY environment "
+        "variable.",
     ).tag(config=True)
     panel_area = CaselessStrEnum(
         ("cell", "side"), "cell",
@@ -116,8 +128,8 @@ class ChatMagics(Magics):
     ).tag(config=True)
     approval = Unicode(
         "always",
-        help="When code the model wants to run needs your yes: 'always', 'risky' (only code "
-        "that may touch files, network or processes) or 'never-ask'. NBCHAT_MAX_APPROVAL caps it.",
+        help="When code the model wants to run needs your yes: 'always', 'risky' (all code "
+        "but what the allowlist proves harmless) or 'never-ask'. NBCHAT_MAX_APPROVAL caps it.",
     ).tag(config=True)
     context_budget = Int(
         2000, help="Tokens each @name (or --figure, --fix) description may take at most."
@@ -139,6 +151,8 @@ class ChatMagics(Magics):
         self._agent_chat: tuple[tuple[Any, ...], Chat] | None = None
         self._agent_tools: tuple[str, list[Any]] | None = None
         self._use_agent = False
+        self._session_key: tuple[str, str] | None = None  # (endpoint, key) from --key
+        self._key_version = 0
 
     @property
     def chat(self) -> Chat:
@@ -155,11 +169,12 @@ class ChatMagics(Magics):
         from .chat import Chat
 
         base = self._plain_chat()
-        key = (id(base), self.approval, tuple(map(id, self._user_tools())))
+        key = (id(base), self.approval, tuple(map(id, self._user_tools())), self._key_version)
         if self._agent_chat is None or self._agent_chat[0] != key:
             chat = Chat(
                 model=self.model or None,
                 base_url=self.base_url or None,
+                api_key=self._key_for_endpoint(),
                 provider=self.provider or None,
                 store=base.store,
                 tools=[*self._user_tools(), *self._notebook_tools()],
@@ -183,13 +198,14 @@ class ChatMagics(Magics):
         options = check_options(self.options, source="ChatMagics.options")
         key = (self.model, self.base_url, self.provider, self.store, self.user, _environment(),
                tuple(map(id, tools)), tuple(self.permissions), repr(sorted(options.items())),
-               self.builtin_tools)
+               self.builtin_tools, self._key_version)
         if self._chat is None or key != self._chat_key:
             from .chat import Chat
 
             old = self._chat
             self._chat = Chat(
                 model=self.model or None, base_url=self.base_url or None,
+                api_key=self._key_for_endpoint(),
                 provider=self.provider or None, store=self.store or None, user=self.user or None,
                 tools=tools, permissions=self.permissions, options=options,
                 builtin_tools=self.builtin_tools,
@@ -198,6 +214,18 @@ class ChatMagics(Magics):
             if old is not None and old.store.location() != self._chat.store.location():
                 self.thread_id = None  # the current thread was another store's or user's
         return self._chat
+
+    def _endpoint(self) -> str:
+        """The endpoint the settings name (empty when nbchat will find one itself)."""
+        from .config import resolve
+
+        return resolve(base_url=self.base_url or None).base_url
+
+    def _key_for_endpoint(self) -> str | None:
+        """The key given with --key, while the endpoint is still the one it was given for."""
+        if self._session_key is None or self._session_key[0] != self._endpoint():
+            return None
+        return self._session_key[1]
 
     def _user_tools(self) -> list[Any]:
         """The objects named by the ``tools`` setting, from the user's namespace."""
@@ -269,6 +297,9 @@ class ChatMagics(Magics):
               help="Write thread ID to PATH: .md (Markdown) or .ipynb (a notebook).")
     @argument_group("Other")
     @argument("--models", action="store_true", help="List the models the endpoint offers.")
+    @argument("--key", action="store_true",
+              help="Give the endpoint's API key at a hidden prompt; it is kept in this "
+                   "kernel's memory only, never shown or saved.")
     @argument("--panel", action="store_true", help="Open the chat panel widget.")
     @argument("--side", action="store_true",
               help="With --panel: in JupyterLab's right side area (one per kernel).")
@@ -291,7 +322,7 @@ class ChatMagics(Magics):
           reply = %chat QUESTION      the reply object: reply.text, str(reply)
           %chat --list | --show [ID] | --use ID | --new [-m MODEL] [-s SYSTEM]
           %chat --rename ID TITLE | --delete ID | --export ID PATH | --search TEXT
-          %chat --models | --panel [--side] | --error [MORE] | --answer [CALL] VALUE
+          %chat --models | --key | --panel [--side] | --error [MORE] | --answer [CALL] VALUE
           %chat --retry [-t ID]
           %chat --fix [MORE] | --figure QUESTION | --agent QUESTION
 
@@ -408,6 +439,9 @@ class ChatMagics(Magics):
         return action.nargs if isinstance(action.nargs, int) else 1
 
     def _command(self, name: str, opts: Any, text: str) -> RenderResult | None:
+        if name == "key":
+            self._cmd_key(text)
+            return None
         if name == "answer":
             return self._answer(opts, text)
         if name == "retry" and not text:
@@ -564,7 +598,7 @@ class ChatMagics(Magics):
                              "then %chat --error")
         tb = getattr(sys, "last_traceback", None) or error.__traceback__
         lines = "".join(traceback.format_exception(type(error), error, tb)).rstrip()
-        question = ERROR_PROMPT.format(traceback=lines[-MAX_TRACEBACK_CHARS:])
+        question = ERROR_PROMPT.format(traceback=markup.fence(scrub(lines)[-MAX_TRACEBACK_CHARS:]))
         if text:
             question += "\n\n" + (text if opts.no_interpolate else self._interpolate(text))
         return question
@@ -632,8 +666,8 @@ class ChatMagics(Magics):
         if not threads:
             print(f"No threads yet for user {self.chat.user!r}; ask something with %chat QUESTION")
             return
-        markdown, plain = threads_table(threads, self.thread_id)
-        display({"text/markdown": markdown, "text/plain": plain}, raw=True)
+        body, plain = threads_table(threads, self.thread_id)
+        display(markup.bundle(body, plain), raw=True)
 
     def _cmd_search(self, opts: Any, text: str) -> None:
         from ._views import search_table
@@ -644,16 +678,17 @@ class ChatMagics(Magics):
         if not hits:
             print(f"Nothing in your threads matches {text!r}")
             return
-        markdown, plain = search_table(hits, text)
-        display({"text/markdown": markdown, "text/plain": plain}, raw=True)
+        body, plain = search_table(hits, text)
+        display(markup.bundle(body, plain), raw=True)
 
     def _cmd_show(self, opts: Any, text: str) -> None:
-        from ._views import thread_markdown
+        from ._views import thread_html
 
-        thread = self.chat.store.get(self._thread_arg(opts.show))
-        markdown = thread_markdown(thread)
-        display({"text/markdown": markdown, "text/plain": markdown}, raw=True,
-                metadata={"nbchat": {"thread": thread.id}})
+        self.chat.wait_for_titles(TITLE_WAIT)  # as --list does: a title under way is shown
+        chosen = opts.show if opts.show not in (None, "") else opts.thread
+        thread = self.chat.store.get(self._thread_arg(chosen))
+        body, plain = thread_html(thread)
+        display(markup.bundle(body, plain), raw=True, metadata={"nbchat": {"thread": thread.id}})
 
     def _cmd_use(self, opts: Any, text: str) -> None:
         thread = self.chat.store.get(opts.use)
@@ -672,12 +707,42 @@ class ChatMagics(Magics):
             self.thread_id = None
         print(f"Deleted thread {opts.delete}.")
 
+    def _cmd_key(self, text: str) -> None:
+        """Ask for the endpoint's key at a hidden prompt; keep it in this process only."""
+        import getpass
+
+        from IPython.core.error import StdinNotImplementedError
+
+        from ._secrets import remember
+        from .config import redact_url
+
+        if text:  # never echoed: it may be the key itself
+            raise UsageError("--key takes nothing after it: run %chat --key alone and type "
+                             "the key at its hidden prompt, not in the cell (cells are saved)")
+        endpoint = self._endpoint()
+        if not endpoint:
+            raise UsageError("no endpoint is set for the key: set one first, e.g. "
+                             "%env NBCHAT_BASE_URL=https://api.openai.com/v1, then %chat --key")
+        try:
+            key = getpass.getpass(KEY_PROMPT).strip()
+        except StdinNotImplementedError:
+            raise UsageError(KEY_NO_STDIN) from None
+        except EOFError:
+            key = ""
+        if not key:
+            raise UsageError("no key given; nothing changed")
+        remember(key)
+        self._session_key = (endpoint, key)
+        self._key_version += 1
+        print(f"The key for {redact_url(endpoint)} is set in this kernel's memory only; "
+              f"it was not shown and is saved nowhere.")
+
     def _cmd_models(self, opts: Any, text: str) -> None:
         from ._views import models_list
 
         models = self.chat.list_models()
-        markdown, plain = models_list(models, self.chat.llm.default_model())
-        display({"text/markdown": markdown, "text/plain": plain}, raw=True)
+        body, plain = models_list(models, self.chat.llm.default_model())
+        display(markup.bundle(body, plain), raw=True)
 
     def _cmd_export(self, opts: Any, text: str) -> None:
         from ._views import thread_json, thread_markdown

@@ -372,12 +372,14 @@ class PostgresStore:
         writer = self._writer()
         with self._db.connection(self._timeout) as conn, conn.transaction():
             current = self._turn(tid, self._lock_turn(conn, tid, index), set())
-            if any(done.call_id == call_id for done in current.answered):
+            won = next((done for done in current.answered if done.call_id == call_id), None)
+            if won is not None:
                 raise AlreadyAnswered(
                     f"already answered: call {call_id!r} in thread {tid} was answered "
-                    f"by someone else first; nothing was sent again",
+                    f"({won.shown}) by someone else first; nothing was sent again",
                     thread_id=tid,
                     call_id=call_id,
+                    answer=won.shown,
                 )
             waiting = [call for call in current.pending if call.call_id == call_id]
             if current.status != "suspended" or not waiting:

@@ -134,7 +134,7 @@ class PendingCall:
         prompt = self.prompt
         text = " ".join(prompt.question.split()) or self.tool
         if prompt.kind == "code":  # the person must see the code to answer
-            lines = str(prompt.extra.get("code", "")).split("\n")
+            lines = str(self.arguments.get("code", "")).split("\n")
             code = "\n".join("      " + line for line in lines)
             return f"{text}\n{code}\n   (run, reject: WHY, or edit: NEW CODE)"
         if prompt.options:
@@ -144,9 +144,13 @@ class PendingCall:
         return text
 
     def to_dict(self) -> dict[str, Any]:
-        """The stored form (thread and turn are where it is stored)."""
+        """The stored form (thread and turn are where it is stored).
+
+        The arguments are kept once: what a prompt shows and what an answer
+        acts on are the same copy.
+        """
         return {
-            "call": self.call.to_dict(),
+            "call": {"id": self.call_id, "type": "function", "function": {"name": self.tool}},
             "arguments": self.arguments,
             "prompt": self.prompt.to_dict(),
         }

@@ -17,8 +17,10 @@ them in one of three modes:
 The final render happens when the turn finishes, suspends on client tools,
 fails (the error as one line under the partial text) or is interrupted (the
 partial text, marked interrupted; the engine has saved it; the
-KeyboardInterrupt is swallowed). Its bundle is ``text/markdown`` plus a
-``text/plain`` that is the answer itself, with the metadata
+KeyboardInterrupt is swallowed). Its bundle is ``text/html`` made by
+:mod:`nbchat.markup` (model text is data: never raw HTML or Markdown that
+JupyterLab would trust) plus a ``text/plain`` that is the answer itself, with
+the metadata
 ``{"nbchat": {"thread": id, "turn": n, "model": m, "status": s}}``.
 
 API for front ends (the magics and :mod:`nbchat.widgets`)::
@@ -58,6 +60,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from IPython import get_ipython
 from IPython.display import DisplayHandle, display
 
+from . import markup
 from ._sinks import DisplaySink, Sink, TextSink, TurnView
 from .chat import Answer
 from .config import ENV_LIVE
@@ -158,7 +161,7 @@ class RenderResult(Answer):
     def _ipython_display_(self) -> None:
         if self.shown_in is not None and self.shown_in == execution_marker():
             return
-        display({"text/markdown": self.text, "text/plain": self.text}, raw=True,
+        display(markup.bundle(markup.markdown(self.text), self.text), raw=True,
                 metadata=self.metadata)
 
 

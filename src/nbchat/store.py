@@ -22,8 +22,10 @@ a process killed at any point, a deleted thread or a deleted index file all
 show up right. The counter in ``meta.json`` makes ids sequential and never
 reused, also after deletes. A user's folder is created 0700 and its files
 0600, so a team sharing one NBCHAT_STORE folder cannot read each other's
-threads; the user name is hashed into the folder name, so 'ana', 'Ana' and
-'../ana' are three users and none escapes the store.
+threads; a folder or file there that someone else owns or may write is
+refused (:class:`~nbchat.errors.StoreUnsafe`), so nobody can plant threads in
+it. The user name is hashed into the folder name, so 'ana', 'Ana' and '../ana'
+are three users and none escapes the store.
 
 Measured by ``benchmarks/store.py`` on a 2-core machine with 1,000 threads x
 100 turns (120 MB), against one TinyDB JSONStorage file holding the same data:
@@ -73,6 +75,7 @@ from .errors import (
     NoPendingCall,
     StoreCorrupt,
     StoreError,
+    StoreUnsafe,
     StoreVersionError,
     ThreadNotFound,
 )
@@ -150,6 +153,11 @@ class SearchHit:
 
     def snippet(self, text: str, width: int = 100) -> str:
         """About *width* characters of the turn around *text* (or one of its words), in bold."""
+        before, match, after = self.snippet_parts(text, width)
+        return f"{before}**{match}**{after}" if match else before
+
+    def snippet_parts(self, text: str, width: int = 100) -> tuple[str, str, str]:
+        """The snippet as (before, the match, after); the match is "" when nothing matched."""
         body = " ".join(f"{self.query} — {self.answer}".split())
         lowered = body.lower()
         for needle in (" ".join(text.split()), *re.findall(r"\w+", text)):
@@ -157,13 +165,13 @@ class SearchHit:
             if at >= 0:
                 break
         else:
-            return body[:width] + ("…" if len(body) > width else "")
+            return body[:width] + ("…" if len(body) > width else ""), "", ""
         end = at + len(needle)
         start = max(0, min(at - (width - len(needle)) // 2, len(body) - width))
         stop = max(end, start + width)
         return (
-            f"{'…' if start else ''}{body[start:at]}**{body[at:end]}**{body[end:stop]}"
-            f"{'…' if stop < len(body) else ''}"
+            f"{'…' if start else ''}{body[start:at]}", body[at:end],
+            f"{body[end:stop]}{'…' if stop < len(body) else ''}",
         )
 
 
@@ -258,7 +266,8 @@ class ThreadStore:
         self._folder = UserFolder(self.path, self.user, lock_timeout)
         if self.path.exists() and not self.path.is_dir():
             raise not_a_folder(self.path)
-        with contextlib.suppress(StoreCorrupt):  # reported by new_thread, which needs it
+        # Reported by the first operation, which checks the folder first and needs the file.
+        with contextlib.suppress(StoreCorrupt, StoreUnsafe):
             self._read_meta()
 
     @property
@@ -480,7 +489,7 @@ class ThreadStore:
 
     def _read_meta(self) -> dict[str, Any] | None:
         path = self._folder.meta
-        data = load_json(path)
+        data = load_json(path, private=True)
         if data is None:
             return None
         meta = data.get("store", {}).get("1")
@@ -558,12 +567,14 @@ class ThreadStore:
         writer: str,
     ) -> Turn:
         current = self._set_turn(db, tid, index, {}, writer)
-        if any(done.call_id == call_id for done in current.answered):
+        won = next((done for done in current.answered if done.call_id == call_id), None)
+        if won is not None:
             raise AlreadyAnswered(
                 f"already answered: call {call_id!r} in thread {tid} was answered "
-                f"by someone else first; nothing was sent again",
+                f"({won.shown}) by someone else first; nothing was sent again",
                 thread_id=tid,
                 call_id=call_id,
+                answer=won.shown,
             )
         waiting = [call for call in current.pending if call.call_id == call_id]
         if current.status != "suspended" or not waiting:

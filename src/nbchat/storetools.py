@@ -1,10 +1,11 @@
 """Copy threads between stores and check a store: ``python -m nbchat store migrate|check``.
 
 Migration keeps each thread's id, so links and ``%chat -t N`` stay right, and
-is idempotent: a thread the destination already has is left alone, and a
-second run copies nothing. Afterwards the destination must hold every source
-thread with at least as many turns; otherwise :class:`~nbchat.errors.StoreError`
-names the differences.
+carries each user's id counter, so an id deleted in the source is never handed
+out again in the destination. It is idempotent: a thread the destination
+already has is left alone, and a second run copies nothing. Afterwards the
+destination must hold every source thread with at least as many turns;
+otherwise :class:`~nbchat.errors.StoreError` names the differences.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ def migrate_store(
                 copied += 1
             else:
                 present += 1
+        carry_counter(dst, next_thread_id(src))
         report.copied[name], report.present[name] = copied, present
         _check_copy(src, dst)
     return report
@@ -134,6 +136,55 @@ def check_store(
 # -- writing a thread with its id -------------------------------------------------------
 
 
+def next_thread_id(store: Store) -> int:
+    """The id *store* hands out next for its user: every lower one is taken, deleted or not."""
+    if isinstance(store, ThreadStore):
+        with store._folder.locked():
+            meta = store._read_meta() or {"next_id": 1}
+            highest = max(store._folder.scan()[0], default=0)
+        return max(meta["next_id"], highest + 1)
+    return _postgres_next_id(store)
+
+
+def _postgres_next_id(store: Any) -> int:
+    with store._db.connection() as conn:
+        row = conn.execute(
+            "SELECT GREATEST((SELECT next_id FROM nbchat_users WHERE owner = %(user)s), "
+            "(SELECT max(id) + 1 FROM nbchat_threads WHERE owner = %(user)s), 1)",
+            {"user": store.user},
+        ).fetchone()
+    return int(row[0])
+
+
+def carry_counter(store: Store, next_id: int) -> None:
+    """Move *store*'s id counter up to *next_id*, so that it never hands out a lower id."""
+    if isinstance(store, ThreadStore):
+        with store._folder.locked():
+            _raise_tinydb_counter(store, next_id)
+        return
+    _carry_postgres_counter(store, next_id)
+
+
+def _carry_postgres_counter(store: Any, next_id: int) -> None:
+    with store._db.connection() as conn, conn.transaction():
+        _raise_postgres_counter(conn, store.user, next_id)
+
+
+def _raise_tinydb_counter(store: ThreadStore, next_id: int) -> None:
+    meta = store._read_meta() or {"nbchat": SCHEMA, "user": store.user, "next_id": 1}
+    if meta["next_id"] < next_id:
+        with open_db(store._folder.meta, sync_dir=False) as db:
+            db.table("store").upsert(Document({**meta, "next_id": next_id}, doc_id=1))
+
+
+def _raise_postgres_counter(conn: Any, user: str, next_id: int) -> None:
+    conn.execute(
+        "INSERT INTO nbchat_users AS u (owner, next_id) VALUES (%(user)s, %(next)s) "
+        "ON CONFLICT (owner) DO UPDATE SET next_id = GREATEST(u.next_id, %(next)s)",
+        {"user": user, "next": next_id},
+    )
+
+
 def restore_thread(store: Store, thread: Thread) -> bool:
     """Write *thread*, keeping its id, unless *store* has that id already; whether it wrote.
 
@@ -162,7 +213,6 @@ def _restore_tinydb(store: ThreadStore, thread: Thread) -> bool:
         path = folder.thread(thread.id)
         if path.exists():
             return False
-        meta = store._read_meta() or {"nbchat": SCHEMA, "user": store.user, "next_id": 1}
         header = {
             "nbchat": SCHEMA, "id": thread.id, "user": store.user, "title": thread.title,
             "model": thread.model, "system": thread.system, "created": thread.created,
@@ -172,9 +222,7 @@ def _restore_tinydb(store: ThreadStore, thread: Thread) -> bool:
             db.table("thread").insert(Document(header, doc_id=1))
             for index, doc in enumerate(_turn_docs(thread)):
                 db.table("turns").insert(Document({**doc, "writer": None}, doc_id=index + 1))
-        next_id = max(meta["next_id"], thread.id + 1)
-        with open_db(folder.meta, sync_dir=False) as db:
-            db.table("store").upsert(Document({**meta, "next_id": next_id}, doc_id=1))
+        _raise_tinydb_counter(store, thread.id + 1)
     return True
 
 
@@ -192,11 +240,7 @@ def _restore_postgres(store: Any, thread: Thread) -> bool:
             [store.user, thread.id, text(thread.title), text(thread.model), text(thread.system),
              enc_json(thread.settings), thread.created, thread.updated, len(thread.turns)],
         ).rowcount  # fmt: skip
-        conn.execute(
-            "INSERT INTO nbchat_users AS u (owner, next_id) VALUES (%(user)s, %(next)s) "
-            "ON CONFLICT (owner) DO UPDATE SET next_id = GREATEST(u.next_id, %(next)s)",
-            {"user": store.user, "next": thread.id + 1},
-        )
+        _raise_postgres_counter(conn, store.user, thread.id + 1)
         if not inserted:
             return False
         with conn.cursor() as cursor:

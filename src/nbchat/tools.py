@@ -76,6 +76,7 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from ._arguments import invalid_arguments, load_arguments, schema_problem
+from ._delimiters import block
 from ._schema import function_schema
 from .errors import (
     InputError,
@@ -365,15 +366,15 @@ class ClientTool(Tool):
         newline, ``<instructions>``, newline,
         :meth:`output_description_instructions`, newline, ``</instructions>``.
         The instructions block and the newline before it are left out when the
-        instructions are empty; a literal ``</answer>`` inside the answer is
-        written ``<\\/answer>``.
+        instructions are empty. Neither text can close or open a block: the
+        ``<`` of an ``answer``, ``instructions`` or ``context`` tag inside is
+        written ``<\\`` (``</answer>`` as ``<\\/answer>``), whatever its case.
         """
-        text = self.output(arguments, answer).replace("</answer>", "<\\/answer>")
-        block = f"<answer>\n{text}\n</answer>"
+        output = block("answer", self.output(arguments, answer))
         instructions = self.output_description_instructions(arguments, answer)
         if instructions:
-            block += f"\n<instructions>\n{instructions}\n</instructions>"
-        return block
+            output += "\n" + block("instructions", instructions)
+        return output
 
 
 def _check_client_tool(tool: ClientTool | type[ClientTool], what: str) -> None:

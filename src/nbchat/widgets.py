@@ -11,9 +11,10 @@ written into widgets it owns, never with ``display``.
 
 How Escape stops an answer. When a person sends from the browser, the answer
 streams in a background thread and the widget callback returns at once; the
-stop request (a comm message from the question box) sets an event that the
-stream checks between two pieces of the answer, then the turn's generator is
-closed (the engine saves it as interrupted, the connection closes). Measured
+stop request (a comm message from the question box) calls the answer's
+:meth:`~nbchat.Answer.stop`, which shuts the connection down, so the answer
+ends at once even while the model sends nothing (the engine saves it as
+interrupted). Measured
 in JupyterLab + Chromium on ipykernel 7.4, Escape to the interrupted answer on
 screen: 85 ms with the stream in a thread, 182 ms with it in the callback on
 the main thread. That 7.4 handled the stop message while the callback ran is
@@ -37,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-import html
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -46,11 +46,10 @@ from typing import Any
 import ipywidgets as widgets
 from IPython import get_ipython
 
+from . import markup
 from ._chat_input import ChatInput
 from ._context_picker import ContextPicker
 from ._prompts import (
-    ERROR_STYLE,
-    NOTE_STYLE,
     OutputHandle,
     PromptGroup,
     ToolPrompt,
@@ -78,8 +77,8 @@ __all__ = [
 ]
 
 _STATUS_LABELS = {
-    "interrupted": "*(interrupted)*",
-    "suspended": "*(waiting for your answer below)*",
+    "interrupted": "(interrupted)",
+    "suspended": "(waiting for your answer below)",
     "streaming": "",
 }
 
@@ -149,7 +148,7 @@ class ChatPanel(widgets.VBox):
         self._infos: dict[int, ThreadInfo] = {}
         self._stamp: object = None
         self._syncing = False
-        self._stop_requested = threading.Event()
+        self._turn: _Stoppable | None = None
         self._worker: threading.Thread | None = None
         self._answer_callbacks = widgets.CallbackDispatcher()
         self._thread_callbacks = widgets.CallbackDispatcher()
@@ -197,7 +196,7 @@ class ChatPanel(widgets.VBox):
 
     def show_error(self, error: BaseException | str) -> None:
         """Show ``error`` in the status line."""
-        self._set_status(f"⚠ {error}", ERROR_STYLE)
+        self._set_status(f"⚠ {error}", "nbchat-error")
 
     def refresh(self, select: int | None = None) -> None:
         """Reload the threads and models (threads made elsewhere, e.g. by ``%chat``)."""
@@ -228,11 +227,12 @@ class ChatPanel(widgets.VBox):
     def stop(self) -> None:
         """Stop the answer streaming in the background (what Escape and Stop do).
 
-        The answer stops at the next piece the model sends; what came so far is
-        kept in the thread, marked interrupted.
+        The answer stops at once, also while the model sends nothing; what came
+        so far is kept in the thread, marked interrupted.
         """
-        if self.is_streaming:
-            self._stop_requested.set()
+        turn = self._turn
+        if self.is_streaming and turn is not None:
+            turn.stop()
             self._set_status("Stopping…")
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -383,7 +383,8 @@ class ChatPanel(widgets.VBox):
     def _on_delete_button_click(self, _: widgets.Button) -> None:
         thread_id = self._require_thread("delete")
         title = self.chat.store.get(thread_id).title or "Untitled"
-        self._confirm_html.value = f"Delete thread {thread_id}, “{html.escape(title)}”?"
+        self._confirm_html.value = markup.styled(
+            markup.text(f"Delete thread {thread_id}, “{title}”?"))
         self.confirm_box.layout.display = "flex"
 
     @shows_errors
@@ -445,9 +446,8 @@ class ChatPanel(widgets.VBox):
     # -- doing -------------------------------------------------------------------
     def _start(self, events: Iterable[Event], query: str | None = None) -> None:
         """Stream a turn here, or in a background thread (see ``background``)."""
-        self._stop_requested.clear()
         self._set_streaming(True)
-        turn = _Stoppable(events, self._stop_requested)
+        turn = self._turn = _Stoppable(events)
         background = self.background
         if background is None:
             background = getattr(self._shell, "kernel", None) is not None and (
@@ -597,60 +597,69 @@ class ChatPanel(widgets.VBox):
     def _render_conversation(self, thread: Thread | None = None) -> None:
         if thread is None and self.thread_id is not None:
             thread = self.chat.store.get(self.thread_id)
-        text = _EMPTY if thread is None else self._thread_markdown(thread)
+        body, plain = (markup.text(_EMPTY, cls="nbchat-dim", block=True), _EMPTY) if (
+            thread is None) else self._thread_view(thread)
         hidden = len(thread.turns) - self._shown_turns if thread else 0
         self.earlier_button.layout.display = "" if hidden > 0 else "none"
         self.earlier_button.description = f"Show earlier ({hidden} more)" if hidden > 0 else ""
         self._usage_text = thread_usage_line(thread.turns, self.prices) if thread else ""
-        self.usage_html.value = (
-            f'<span style="{NOTE_STYLE}; font-size: var(--jp-ui-font-size0, 11px)">'
-            f"Σ {html.escape(self._usage_text)}</span>"
-            if self._usage_text else ""
-        )
-        self.conversation.update({"text/markdown": text, "text/plain": text}, raw=True)
+        self.usage_html.value = markup.styled(
+            markup.element("small", f"Σ {self._usage_text}", cls=None)
+            if self._usage_text else markup.SafeHTML(""))
+        self.conversation.update(markup.bundle(body, plain), raw=True)
 
-    def _thread_markdown(self, thread: Thread) -> str:
-        """The last turns shown, each with its usage line."""
+    def _thread_view(self, thread: Thread) -> tuple[markup.SafeHTML, str]:
+        """The last turns shown, each with its usage line: safe HTML and plain text."""
         if not thread.turns:
-            return conversation_markdown(thread)
-        pieces = []
+            return conversation_view(thread)
+        bodies, plains = [], []
         for turn in thread.turns[-self._shown_turns:]:
-            piece = conversation_markdown(dataclasses.replace(thread, turns=[turn])).rstrip()
+            body, plain = conversation_view(dataclasses.replace(thread, turns=[turn]))
             line = turn_usage_line(turn, self.prices)
             if line:
-                piece += f"\n\n<small>{html.escape(line)}</small>"
-            pieces.append(piece + "\n")
-        return "\n---\n\n".join(pieces)
+                body = markup.join([body, markup.element("p", markup.element("small", line),
+                                                         cls="nbchat-dim")])
+                plain += f"\n{line}"
+            bodies.append(body)
+            plains.append(plain)
+        return markup.join(bodies, "\n<hr>\n"), "\n---\n".join(plains)
 
     def _require_thread(self, action: str) -> int:
         if self.thread_id is None:
             raise InputError(f"no thread is selected; pick one in the list to {action} it")
         return self.thread_id
 
-    def _set_status(self, text: str, style: str = NOTE_STYLE) -> None:
+    def _set_status(self, text: str, style: str = "nbchat-dim") -> None:
         self._status_text = text
-        self._status_html.value = (
-            f'<span style="{style}">{html.escape(text)}</span>' if text else ""
-        )
+        self._status_html.value = markup.styled(
+            markup.text(text, cls=style) if text else markup.SafeHTML(""))
 
 
 class _Stoppable:
-    """A turn's events that end, as if interrupted, once ``stop`` is set.
+    """A turn's events that :meth:`stop`, called from any thread, ends as interrupted.
 
-    The stream notices between two pieces of the answer: the turn's generator
-    is closed (the engine records the turn as interrupted, the connection
-    closes) and the renderer sees the interrupt it knows from a cell.
+    An :class:`~nbchat.Answer` stops at once (its connection is shut down and
+    it ends with the interrupted TurnFinished). Whatever still comes after the
+    stop ends the turn too: the generator is closed (the engine records the
+    turn as interrupted) and the renderer sees the interrupt it knows from a cell.
     """
 
-    def __init__(self, events: Iterable[Event], stop: threading.Event) -> None:
-        self.events, self.stop = events, stop
+    def __init__(self, events: Iterable[Event]) -> None:
+        self.events = events
+        self.is_stopped = threading.Event()
 
     def __iter__(self) -> Iterator[Event]:
         for event in self.events:
             yield event
-            if self.stop.is_set():
+            if self.is_stopped.is_set():
                 self.close()
                 raise KeyboardInterrupt
+
+    def stop(self) -> None:
+        self.is_stopped.set()
+        stop = getattr(self.events, "stop", None)
+        if stop is not None:
+            stop()
 
     def close(self) -> None:
         close = getattr(self.events, "close", None)
@@ -663,28 +672,38 @@ HISTORY_SIZE = 50
 SIDE_NOTE = "nbchat: the chat panel is open in JupyterLab's right side area."
 
 
-_EMPTY = "*No thread selected. Ask something below to start one.*"
+_EMPTY = "No thread selected. Ask something below to start one."
 
 
-def conversation_markdown(thread: Thread) -> str:
-    """A thread's turns as Markdown: each question, then its answer.
+def conversation_view(thread: Thread) -> tuple[markup.SafeHTML, str]:
+    """A thread's turns as safe HTML and plain text: each question, then its answer.
 
     The answer is told from the turn's messages when it has them, so that
     the person's answers to client tools show where they were given.
     """
     if not thread.turns:
-        return "*No questions yet in this thread. Ask something below.*"
-    turns = []
+        empty = "No questions yet in this thread. Ask something below."
+        return markup.text(empty, cls="nbchat-dim", block=True), empty
+    bodies, plains = [], []
     for turn in thread.turns:
-        question = turn.query.strip().replace("\n", "\n> ")
-        model = f" · *{turn.model}*" if turn.model else ""
-        answer = answer_markdown(turn)
+        answer = answer_markdown(turn).strip()
+        label = _STATUS_LABELS.get(turn.status, "")
         if turn.status == "failed":
-            answer += f"\n\n**⚠ {turn.error or 'the answer failed'}**"
-        elif _STATUS_LABELS.get(turn.status):
-            answer += f"\n\n{_STATUS_LABELS[turn.status]}"
-        turns.append(f"**You**\n\n> {question}\n\n**Assistant**{model}\n\n{answer.strip()}\n")
-    return "\n---\n\n".join(turns)
+            label = f"⚠ {turn.error or 'the answer failed'}"
+        by = [markup.element("strong", "Assistant")]
+        if turn.model:
+            by.append(markup.element("i", turn.model))
+        bodies.append(markup.join([
+            markup.element("p", markup.element("strong", "You")),
+            markup.element("blockquote", markup.text(turn.query.strip(), block=True)),
+            markup.element("p", markup.join(by, " · ")),
+            markup.markdown(answer),
+            markup.text(label, cls="nbchat-error" if turn.status == "failed" else "nbchat-dim",
+                        block=True) if label else markup.SafeHTML(""),
+        ]))
+        plains.append("\n\n".join(p for p in (f"You: {turn.query.strip()}",
+                                               f"Assistant: {answer}", label) if p))
+    return markup.join(bodies, "\n<hr>\n"), "\n---\n".join(plains)
 
 
 def _label(title: str, thread_id: int) -> str:

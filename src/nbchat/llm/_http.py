@@ -7,8 +7,9 @@ tool call it cannot parse) fails the same way every time, so it is not retried.
 
 Servers echo what they were sent, headers included: every error that leaves a
 conversation with an endpoint goes through :func:`redacting`, which removes
-the API keys this process sent and anything shaped like a key or a bearer
-token, so no message, attribute, stored turn or pickle can carry one.
+the API keys this process sent, anything shaped like a key or a bearer
+token, and the user and password of every URL (``https://user:pass@host``),
+so no message, attribute, stored turn or pickle can carry one.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from collections.abc import Callable, Collection, Iterator
 
 import httpx
 
-from ..config import Settings
+from .._secrets import REDACTED, remember, scrub
+from ..config import Settings, redact_url
 from ..errors import (
     AuthenticationError,
     ContextOverflow,
@@ -52,11 +54,6 @@ _CONTEXT_SIZE = re.compile(r"context[\w\s]*?\(?([\d,]+)\s*tokens", re.IGNORECASE
 _clients: dict[tuple[str, float, float], httpx.Client] = {}
 _clients_lock = threading.Lock()
 
-REDACTED = "[redacted]"
-# Keys shorter than this are placeholders ("ollama", "none"), and redacting
-# them would garble ordinary words in messages.
-_MIN_SECRET = 8
-_secrets: set[str] = set()
 _KEY_SHAPES = re.compile(
     r"(?i)(?<=\bbearer )[^\s\"',;{}\[\]]{8,}"  # Authorization: Bearer <token>
     r"|(?<=\bbasic )[A-Za-z0-9+/=]{8,}"  # Authorization: Basic <base64>
@@ -95,23 +92,19 @@ def close_clients() -> None:
 def headers_for(settings: Settings) -> dict[str, str]:
     """Request headers; the key goes only into the Authorization header."""
     headers = {"Accept": "application/json, text/event-stream"}
+    if "@" in settings.base_url:  # httpx sends a URL's user and password as Basic auth
+        url = httpx.URL(settings.base_url)
+        remember(url.username)
+        remember(url.password)
     if settings.api_key:
-        remember_secret(settings.api_key)
+        remember(settings.api_key)
         headers["Authorization"] = f"Bearer {settings.api_key}"
     return headers
 
 
-def remember_secret(secret: str) -> None:
-    """Have :func:`redact` remove ``secret`` from every server text from now on."""
-    if len(secret) >= _MIN_SECRET:
-        _secrets.add(secret)
-
-
 def redact(text: str) -> str:
-    """``text`` without the keys this process sent, nor anything shaped like a key."""
-    for secret in sorted(_secrets, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
-    return _KEY_SHAPES.sub(REDACTED, text)
+    """``text`` without the keys this process uses, anything shaped like a key, URL passwords."""
+    return redact_url(_KEY_SHAPES.sub(REDACTED, scrub(text)))
 
 
 @contextlib.contextmanager
@@ -251,7 +244,7 @@ def _status_error(
             what = f"needs an API key and none is set; set {settings.key_source}"
         return AuthenticationError(
             f"the model endpoint at {url} {what} (HTTP {status}); "
-            f"check the key with your provider, e.g. %env {settings.key_source}=...",
+            "check the key with your provider; in a notebook, give it with %chat --key",
             url=url,
         )
     if status == 404 and model is not None and "model" in detail.lower():

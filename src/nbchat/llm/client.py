@@ -6,15 +6,16 @@ Every error raised while talking to the endpoint leaves through
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx
 
-from ..config import Settings
+from ..config import Settings, redact_url
 from ..errors import (
     EmptyAnswer,
     LLMConnectError,
@@ -29,6 +30,7 @@ from ..events import ReplyEvent
 from ..policy import Policy
 from . import _http, discovery
 from ._protocol import Provider, Reply
+from ._stop import StopSignal, send_until_stopped, shut
 from .ollama import OllamaProvider
 from .openai import OpenAIProvider
 
@@ -59,7 +61,7 @@ class LLMClient:
         self._relocating = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"LLMClient({self.settings.provider}, {self.settings.base_url!r})"
+        return f"LLMClient({self.settings.provider}, {redact_url(repr(self.settings.base_url))})"
 
     def list_models(self) -> list[str]:
         """The model names the endpoint offers (those the administrator allows)."""
@@ -101,25 +103,43 @@ class LLMClient:
         model: str,
         tools: Sequence[dict[str, Any]] | None = None,
         options: Mapping[str, Any] | None = None,
-    ) -> Iterator[ReplyEvent]:
+        stop: StopSignal | None = None,
+    ) -> Generator[ReplyEvent, None, None]:
         """Reply events for one chat request, as they arrive.
 
         ``options`` (checked by :func:`nbchat.options.check_options`) are
-        mapped to the provider's request fields.
+        mapped to the provider's request fields. ``stop``, set from another
+        thread, ends the events at once (without a ReplyFinished), also while
+        the endpoint sends nothing: it shuts the connection down.
         """
+        if stop is not None and stop.is_set():
+            return
         model = Policy.from_env().model(model) or model
         body = self.provider.chat_body(messages, model, tools, stream=True, options=options)
         with _http.redacting():
-            response = self._send_chat(body, model, messages, options)
+            if stop is None:
+                response = self._send_chat(body, model, messages, options)
+            else:
+                sent = send_until_stopped(
+                    lambda: self._send_chat(body, model, messages, options), stop
+                )
+                if sent is None:
+                    return
+                response = sent
             try:
-                counted = _Counted(_raw(response, self.settings.base_url))
-                try:
-                    yield from self.provider.decode_stream(counted)
-                except StreamCutOff as exc:
-                    if counted.size:
+                with contextlib.nullcontext() if stop is None else stop.on_set(
+                    lambda: shut(response)
+                ):
+                    counted = _Counted(_raw(response, self.settings.base_url))
+                    try:
+                        yield from self.provider.decode_stream(counted)
+                    except LLMError as exc:
+                        if stop is not None and stop.is_set():
+                            return  # the stop broke the connection: the stream just ends
+                        if isinstance(exc, StreamCutOff) and not counted.size:
+                            raise self._empty_answer() from exc
                         raise
-                    raise self._empty_answer() from exc
-                _drain(counted)
+                    _drain(counted)
             finally:
                 response.close()
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ..context import items_from_message
+from ..context import CONTEXT_NOTE, items_from_message
 from ..errors import MalformedStream, ServerError, StreamCutOff
 from ..events import (
     ReasoningDelta,
@@ -176,7 +176,10 @@ def _text_and_images(message: dict[str, Any]) -> tuple[str, list[str]]:
             image_url: dict[str, Any] = part.get("image_url") or {}
             url = str(image_url.get("url") or "")
             images.append(url.split(",", 1)[1] if url.startswith("data:") else url)
-    for item in items_from_message(message):
+    items = items_from_message(message)
+    if items:
+        texts.append(CONTEXT_NOTE)
+    for item in items:
         texts.append(item.as_text())
         if item.image is not None:
             images.append(item.image.data)

@@ -198,6 +198,8 @@ class Handler(BaseHTTPRequestHandler):
         if protocol is OPENAI and owner.context_size and prompt > owner.context_size:
             return self._send_json(400, OPENAI.overflow(prompt, owner.context_size))
         reply = owner._pick(body)
+        if reply is not None and reply.hold:
+            self._pause(reply.hold)
         if reply is not None and reply.status is not None:
             headers = {}
             if reply.retry_after is not None:
@@ -262,6 +264,8 @@ class Handler(BaseHTTPRequestHandler):
             if edge == _clamp(reply.malformed_after, count):
                 self._write_chunk(plan.malformed)
                 return self._end_chunks()
+        if reply.repeat_bytes:
+            self._send_again(plan.pieces, reply)
         self._write_chunk(plan.closing)
         self._end_chunks()
 
@@ -282,6 +286,24 @@ class Handler(BaseHTTPRequestHandler):
                 batch, size = [], 0
         if batch:
             self._write_chunk(b"".join(batch), chunks=len(batch))
+
+    def _send_again(self, pieces: list[bytes], reply: Reply) -> None:
+        """The pieces over and over, up to ``repeat_bytes`` or ``repeat_seconds``."""
+        owner = self.server.owner
+        size, count = sum(map(len, pieces)), len(pieces)
+        if not reply.delay:  # one write per batch, as the plain stream does
+            copies = max(1, _BATCH_BYTES // max(size, 1))
+            batch, size, count = b"".join(pieces * copies), size * copies, count * copies
+        deadline = time.monotonic() + reply.repeat_seconds
+        sent = 0
+        while size and sent < (reply.repeat_bytes or 0) and time.monotonic() < deadline:
+            if owner._stopping.is_set():
+                raise _Stopped
+            if reply.delay:
+                self._send_pieces(pieces, reply.delay, pause_first=True)
+            else:
+                self._write_chunk(batch, chunks=count)
+            sent += size
 
     def _write_chunk(self, data: bytes, chunks: int = 0) -> None:
         if data:  # an empty chunk would end the body

@@ -17,6 +17,8 @@ When = Union[None, str, "re.Pattern[str]", Callable[[Body], bool]]
 PARAGRAPH_TOKENS = 50
 _CONTEXT_HEAD = re.compile(r'<context name="([^"]*)" kind="([^"]*)">')
 _CONTEXT_BLOCK = re.compile(r"\s*<context name=.*?</context>", re.DOTALL)
+# The sentence nbchat puts before the blocks, saying that they are data.
+_CONTEXT_NOTE = re.compile(r"\s*Attached below, each in a <context> block:.*?inside them\.", re.S)
 REASONING_FORMS = ("reasoning_content", "reasoning", "think")
 _WORDISH = re.compile(r"\S+\s*|\s+")
 
@@ -51,6 +53,14 @@ class Reply:
     cut_after, malformed_after, stall_after, stall
         After that many chunks: close the socket mid-body; send a line that is
         not JSON; or wait ``stall`` seconds before going on.
+    hold
+        Seconds to wait before answering at all, not even the headers (a
+        server loading the model); a client hanging up ends the wait.
+    repeat_bytes, repeat_seconds
+        A stream that does not stop: after the chunks, send them again and
+        again (``delay`` apart) until this many more bytes of body went out or
+        ``repeat_seconds`` passed, then end normally. The client hanging up
+        or the server stopping ends it sooner, so a test never hangs on it.
     usage
         Report token usage (OpenAI streams only when the request asks for it).
     finish_reason
@@ -86,6 +96,9 @@ class Reply:
     malformed_after: int | None = None
     stall_after: int | None = None
     stall: float = 30.0
+    hold: float = 0.0
+    repeat_bytes: int | None = None
+    repeat_seconds: float = 30.0
     usage: bool = True
     finish_reason: str | None = None
     reasoning: str = ""
@@ -177,7 +190,7 @@ def _validate(reply: Reply) -> None:
     if len(shapes) > 1 or (shapes and shapes[0] != "chunk_size" and reply.text):
         given = (["text"] if reply.text else []) + shapes
         raise ValueError(f"Reply takes one of text, chunks or tokens, got {given}")
-    for name in ("times", "cut_after", "malformed_after", "stall_after", "tokens"):
+    for name in ("times", "cut_after", "malformed_after", "stall_after", "tokens", "repeat_bytes"):
         value = getattr(reply, name)
         if value is not None and (not isinstance(value, int) or value < 0):
             raise ValueError(f"Reply {name} must be a non-negative int, got {value!r}")
@@ -189,8 +202,8 @@ def _validate(reply: Reply) -> None:
         raise ValueError(
             f"Reply reasoning_as must be one of {REASONING_FORMS}, got {reply.reasoning_as!r}"
         )
-    if reply.delay < 0 or reply.stall < 0:
-        raise ValueError("Reply delay and stall must not be negative")
+    if min(reply.delay, reply.stall, reply.hold, reply.repeat_seconds) < 0:
+        raise ValueError("Reply delay, stall, hold and repeat_seconds must not be negative")
 
 
 def _when_to_json(when: When) -> Any:
@@ -241,7 +254,7 @@ def message_text(content: Any) -> str:
 
 def question_text(content: Any) -> str:
     """The text of a message without the context attached to it (``<context …>`` blocks)."""
-    return _CONTEXT_BLOCK.sub("", message_text(content)).strip()
+    return _CONTEXT_NOTE.sub("", _CONTEXT_BLOCK.sub("", message_text(content))).strip()
 
 
 def context_names(content: Any) -> list[tuple[str, str]]:
