@@ -153,3 +153,11 @@ def test_redact_removes_the_user_and_password_of_any_url() -> None:
     assert redact(text) == expected
     plain = "mail ana@example.com or see https://example.com/@user"
     assert redact_url(plain) == plain
+
+
+def test_the_policy_repr_hides_a_password_in_the_forced_url() -> None:
+    from nbchat.policy import Policy
+
+    shown = repr(Policy(force_base_url="https://ana:s3cret-pass@llm.example.org/v1"))
+    assert "s3cret-pass" not in shown and "ana" not in shown
+    assert "llm.example.org/v1" in shown
