@@ -89,7 +89,7 @@ def _measure(kernel: Kernel, server: ScriptedServer, chunks: int, pace: str,
     displays = [(t, m) for t, m in arrivals if m["header"]["msg_type"] in
                 ("display_data", "update_display_data")]
     first_text = next(t for t, m in displays if "word0" in m["content"]["data"].get(
-        "text/markdown", ""))
+        "text/html", ""))
     streamed = displays[-1][0] - displays[0][0]
     return {
         "bare": bare_time, "chat": chat, "bare_cpu": bare_cpu, "chat_cpu": chat_cpu,
@@ -161,7 +161,7 @@ def _report(fast: list[dict[str, Any]], paced: dict[str, Any],
     print(f"  display messages              {median('displays'):7.0f}")
     print(f"  saved .ipynb                  {last['ipynb_bytes'] / 1024:7.1f} KB     "
           f"{last['outputs']} output; the answer is {last['answer_bytes'] / 1024:.1f} KB "
-          f"(kept as text/markdown and text/plain)")
+          f"(kept as text/html and text/plain)")
     print(f"{options.chunks} chunks at a model's pace:")
     print(f"  streamed for                  {paced['streamed']:7.2f} s")
     print(f"  display messages              {paced['displays']:7d}        "
