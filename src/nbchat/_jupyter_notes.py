@@ -33,4 +33,4 @@ def to_html(text: str) -> markup.SafeHTML:
         markup.code_inline(part) if index % 2 else markup.text(part)
         for index, part in enumerate(parts)
     ]
-    return markup.element("small", markup.join(rendered, ""), cls=None)
+    return markup.element("small", markup.join(rendered, ""))

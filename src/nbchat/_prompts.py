@@ -49,9 +49,6 @@ __all__ = [
     "show_tool_prompts",
 ]
 
-ERROR_STYLE = "color: var(--jp-error-color1, #d32f2f)"
-ANSWERED_STYLE = "color: var(--jp-success-color1, #388e3c)"
-NOTE_STYLE = "color: var(--jp-ui-font-color2, #666)"
 _REPR_LIMIT = 110  # ipywidgets cuts a widget's text/plain here
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -44,8 +44,7 @@ class TurnView:
     def __init__(self, sink: Sink) -> None:
         self.sink = sink
         self.blocks: list[list[str] | str] = []  # text parts, or a tool call id
-        self.tools: dict[str, str] = {}
-        self.tool_names: dict[str, tuple[str, str]] = {}  # (tool name, outcome), for the HTML
+        self.tools: dict[str, tuple[str, str]] = {}  # call id -> (tool name, outcome)
         self.shown: dict[str, str] = {}  # what a tool's answer did, for the person
         self.size = 0
         self.thread_id: int | None = None
@@ -111,11 +110,10 @@ class TurnView:
         self._start()
         if call.id not in self.tools:
             self.blocks.append(call.id)
-        self.tools[call.id] = f"🔧 {call.name} {outcome}"
-        self.tool_names[call.id] = (call.name, outcome)
+        self.tools[call.id] = (call.name, outcome)
         if shown:
             self.shown[call.id] = shown
-        self.sink.line(self, self.tools[call.id], done=done, shown=shown)
+        self.sink.line(self, f"🔧 {call.name} {outcome}", done=done, shown=shown)
 
     def fail(self, error: NbchatError, text: str | None = None) -> None:
         self.status, self.error, self.ended = "failed", error, True
@@ -133,7 +131,7 @@ class TurnView:
         return "\n\n".join(t.strip("\n") for t in texts if t.strip())
 
     def _tool_html(self, call_id: str) -> markup.SafeHTML:
-        name, outcome = self.tool_names[call_id]
+        name, outcome = self.tools[call_id]
         line = markup.element("p", markup.join(
             [markup.text("🔧"), markup.code_inline(name), markup.text(outcome)], " "),
             cls="nbchat-dim")

@@ -119,10 +119,10 @@ def thread_parts(thread: Thread) -> Iterator[Part]:
 def thread_html(thread: Thread) -> tuple[SafeHTML, str]:
     """A thread's conversation as safe HTML and as plain text (``%chat --show``)."""
     parts = list(thread_parts(thread))
-    return markup.join(part_html(part) for part in parts), "\n\n".join(map(_plain, parts))
+    return markup.join(_part_html(part) for part in parts), "\n\n".join(map(_plain, parts))
 
 
-def part_html(part: Part) -> SafeHTML:
+def _part_html(part: Part) -> SafeHTML:
     """One piece of a thread's view as safe HTML."""
     if part.kind == "title":
         return markup.element("h3", part.text)

@@ -52,7 +52,6 @@ __all__ = [
     "element",
     "escape_inline",
     "fence",
-    "inline",
     "join",
     "markdown",
     "markdown_source",
@@ -241,11 +240,6 @@ def element(tag: str, body: SafeHTML | str = "", *, cls: str | None = None) -> S
 def code_inline(value: str) -> SafeHTML:
     """``value`` as inline code, escaped."""
     return SafeHTML(f"<code>{html.escape(str(value))}</code>")
-
-
-def inline(source: str) -> SafeHTML:
-    """One line of model Markdown (a title, a snippet) as sanitized inline HTML."""
-    return sanitize(_parser().renderInline(" ".join(str(source).split())))
 
 
 def table(head: Iterable[str], rows: Iterable[Iterable[SafeHTML | str]]) -> SafeHTML:

@@ -604,7 +604,7 @@ class ChatPanel(widgets.VBox):
         self.earlier_button.description = f"Show earlier ({hidden} more)" if hidden > 0 else ""
         self._usage_text = thread_usage_line(thread.turns, self.prices) if thread else ""
         self.usage_html.value = markup.styled(
-            markup.element("small", f"Σ {self._usage_text}", cls=None)
+            markup.element("small", f"Σ {self._usage_text}")
             if self._usage_text else markup.SafeHTML(""))
         self.conversation.update(markup.bundle(body, plain), raw=True)
 
