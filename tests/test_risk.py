@@ -66,6 +66,14 @@ conn = sqlite3.connect(":memory:")
 big = list(range(200_000))
 def helper(x):
     return x
+from pathlib import Path
+files = pd.Series([Path("data.csv")])
+fns = pd.DataFrame({"f": [os.system]})
+named = pd.Series([1.0], name=Path("data.csv"))
+tagged = pd.DataFrame({"a": [1]})
+tagged.attrs["source"] = Path("data.csv")
+labelled = pd.DataFrame({"a": [1]}, index=[Path("data.csv")])
+tags = {"a", "b"}
 """
 
 
@@ -222,6 +230,19 @@ RISKY = [
     ("x = 1\n  %timeit x", "runs an IPython shell or magic line: %timeit x"),
     ("def f(:\n", "does not parse as Python (SyntaxError), so it cannot be checked"),
     ("x = '\0'\nexec", "does not parse as Python (SyntaxError), so it cannot be checked"),
+    # what pandas objects hold, and in-place routes past the keyword check
+    ("files[0].rename('old.csv')", "uses files, which holds a PosixPath it cannot check"),
+    ("df.where(fns.f[0])", "uses fns, which holds a builtin_function_or_method it cannot check"),
+    ("named.name.rename('old.csv')", "uses named, which holds a PosixPath it cannot check"),
+    ("tagged.attrs['source'].rename('x')", "uses tagged, which holds a PosixPath it cannot check"),
+    ("labelled.index[0].rename('x')", "uses labelled, which holds a PosixPath it cannot check"),
+    ("df.drop(columns='units', **{'inplace': True})", "passes ** to .drop()"),
+    ("np.add(arr, 1, arr)", "may write into an array it is given by position (.add(), out)"),
+    ("arr.clip(0, 1, arr)", "may write into an array it is given by position (.clip(), out)"),
+    ("np.sum(arr, 0, None, arr)", "may write into an array it is given by position (.sum(), out)"),
+    ("np.add(*[arr, 1, arr])", "passes * arguments to .add()"),
+    ("tags.add('c')", "calls .add(), which is not on the list"),
+    ("arr.partition(3)", "calls .partition(), which is not on the list"),
 ]
 
 

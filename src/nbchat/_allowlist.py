@@ -74,7 +74,7 @@ METHODS = _names(
     duplicated rename rename_axis reset_index set_index set_axis reindex filter astype copy
     where mask isin between any all memory_usage transpose melt pivot pivot_table stack unstack
     explode merge join assign resample rolling expanding ewm sample select_dtypes equals
-    combine_first add sub mul div truediv floordiv mod pow dot le lt ge gt eq ne keys values
+    combine_first sub mul div truediv floordiv mod pow dot le lt ge gt eq ne keys values
     items get iterrows itertuples to_numpy to_list tolist to_dict to_frame to_pandas to_series
     to_dicts to_period to_timestamp interpolate squeeze get_group ohlc add_prefix add_suffix
     infer_objects convert_dtypes replace droplevel swaplevel xs asfreq align compare factorize
@@ -87,7 +87,7 @@ METHODS = _names(
     select with_columns group_by alias over cast is_null is_not_null fill_null fill_nan
     drop_nulls n_unique null_count limit vstack hstack unpivot with_row_index estimated_size
     rows row glimpse top_k bottom_k then otherwise is_in is_between cum_sum
-    splitlines find rfind index rindex casefold partition rpartition swapcase removeprefix
+    splitlines find rfind index rindex casefold rpartition swapcase removeprefix
     removesuffix union intersection difference symmetric_difference issubset issuperset
     isdisjoint bit_length is_integer as_integer_ratio"""
 )
@@ -111,6 +111,13 @@ BY_NAME_KEYWORDS = _names("func aggfunc key")
 """Keywords that give a function to call, or a method's name, in any call."""
 
 IN_PLACE_KEYWORDS = _names("inplace out")
+
+OUT_POSITION = {
+    **dict.fromkeys(_names("round min max any all argmax argmin ptp dot"), 1),
+    **dict.fromkeys(_names("clip cumsum cumprod take mean sum prod std var"), 2),
+    "trace": 4,
+}
+"""Where numpy's methods take ``out`` by position (0-based); its functions take it one later."""
 
 _PLAIN_TYPES = (str, bytes, list, tuple, dict, set, frozenset, int, float, complex, range)
 _LIBRARY_CLASSES = {
@@ -177,36 +184,68 @@ _CONTAINERS = frozenset({list, tuple, set, frozenset, dict})
 def first_foreign(value: object) -> object | None:
     """The first object in ``value`` that is not data (None: all of it is; TOO_MANY: too big).
 
-    Python's own containers and numpy arrays of objects are looked through, at
-    most MAX_ITEMS items; the cells of pandas and polars objects are not.
+    Python's own containers, numpy arrays of objects and the object cells,
+    labels, names and ``attrs`` of pandas objects are looked through, at most
+    MAX_ITEMS items; a polars object with an Object column is not data.
     """
     stack, seen, budget = [value], set(), MAX_ITEMS
     while stack:
         item = stack.pop()
-        kind = type(item)
-        if kind in _PLAIN or (_is_library_data(item) and not _holds_objects(item)):
+        if type(item) in _PLAIN:
             continue
-        if kind not in _CONTAINERS and not _holds_objects(item):
+        inside = _inside(item)
+        if inside is None:
+            if _is_library_data(item):
+                continue
             return item
         if id(item) in seen:
             continue
         seen.add(id(item))
-        items = [*item.keys(), *item.values()] if isinstance(item, dict) else list(_flat(item))
-        budget -= len(items)
+        budget -= len(inside)
         if budget < 0:
             return TOO_MANY
-        stack += items
+        stack += inside
     return None
 
 
-def _flat(container: Any) -> Iterator[object]:
-    yield from getattr(container, "flat", container)  # numpy arrays: every element
+def _inside(item: Any) -> list[object] | None:
+    """What ``item`` holds that can be anything, to look through; None if it is no container.
 
-
-def _holds_objects(value: object) -> bool:
-    """A numpy array of Python objects, which can hold anything."""
+    Python's containers; a numpy array of objects (every element); a pandas
+    frame, series or index with object or category cells or labels, names or
+    ``attrs`` (those, which a method could reach and call).
+    """
+    if type(item) is dict:
+        return [*item.keys(), *item.values()]
+    if type(item) in _CONTAINERS:
+        return list(item)
     numpy = sys.modules.get("numpy")
-    return numpy is not None and isinstance(value, numpy.ndarray) and value.dtype.hasobject
+    if numpy is not None and isinstance(item, numpy.ndarray):
+        return list(item.flat) if item.dtype.hasobject else None
+    pandas = sys.modules.get("pandas")
+    if pandas is None or not isinstance(item, (pandas.DataFrame, pandas.Series, pandas.Index)):
+        return None
+    parts: list[object] = []
+    axes = [item] if isinstance(item, pandas.Index) else [item, *item.axes]
+    for axis in axes:
+        if isinstance(axis, pandas.DataFrame):
+            held = [i for i, dtype in enumerate(axis.dtypes) if _holds_anything(dtype)]
+            if held:
+                parts += list(axis.iloc[:, held].to_numpy(dtype=object).flat)
+        elif _holds_anything(axis.dtype):
+            parts += list(axis.to_numpy(dtype=object).flat)
+        if isinstance(axis, pandas.Index):
+            parts += [name for name in axis.names if name is not None]
+    if isinstance(item, pandas.Series) and item.name is not None:
+        parts.append(item.name)
+    if item.attrs:
+        parts.append(dict(item.attrs))
+    return parts or None
+
+
+def _holds_anything(dtype: Any) -> bool:
+    """A pandas dtype whose cells may be any Python object."""
+    return str(dtype) in ("object", "category")
 
 
 def _is_library_data(value: object) -> bool:
@@ -223,5 +262,8 @@ def _is_library_data(value: object) -> bool:
             isinstance(value, loaded.memmap)
         )
     if library == "polars" and loaded is not None:
-        return isinstance(value, (loaded.DataFrame, loaded.Series, loaded.Expr))
+        if isinstance(value, (loaded.DataFrame, loaded.Series)):  # an Object column holds anything
+            dtypes = value.dtypes if isinstance(value, loaded.DataFrame) else [value.dtype]
+            return not any(dtype == loaded.Object for dtype in dtypes)
+        return isinstance(value, loaded.Expr)
     return False

@@ -22,6 +22,7 @@ from ._allowlist import (
     IN_PLACE_KEYWORDS,
     METHODS,
     MODULES,
+    OUT_POSITION,
     POLARS_EXPRESSIONS,
     TOO_MANY,
     first_foreign,
@@ -29,6 +30,18 @@ from ._allowlist import (
     listed_functions,
     member_names,
 )
+
+
+def _out_position(called: str, is_method: bool) -> int:
+    """How many positional arguments ``called`` takes before numpy's ``out`` could be one."""
+    numpy = sys.modules.get("numpy")
+    function = getattr(numpy, called, None) if numpy is not None and not is_method else None
+    if numpy is not None and isinstance(function, numpy.ufunc):
+        return int(function.nin)
+    position = OUT_POSITION.get(called)
+    if position is None:
+        return sys.maxsize
+    return position if is_method else position + 1
 
 
 def reasons_in(tree: ast.Module, namespace: Mapping[str, object] | None) -> list[str]:
@@ -268,6 +281,7 @@ class _Check:
 
     def call(self, node: ast.Call) -> Kind:
         function = node.func
+        kind: Kind = _RISKY
         if isinstance(function, ast.Name):
             kind = self.name(function.id, call=True)
             if kind == _DATA:
@@ -278,21 +292,35 @@ class _Check:
                 for keyword in node.keywords:
                     self.say(f"passes {keyword.arg or '**'}= to display()")
         elif isinstance(function, ast.Attribute):
-            self.attribute(function, call=True)
+            kind = self.attribute(function, call=True)
         elif isinstance(function, ast.Lambda):
             self.lambda_(function)
         else:
             self.value(function)
             self.say("calls the result of an expression")
-        self.arguments(node, function)
+        self.arguments(node, function, is_method=kind == _DATA,
+                       is_builtin=isinstance(function, ast.Name) and self.is_builtin(function.id))
         return _DATA
 
-    def arguments(self, node: ast.Call, function: ast.expr) -> None:
+    def is_builtin(self, name: str) -> bool:
+        """``name`` is Python's own listed builtin here, not something the cell or notebook set."""
+        held = self.namespace is not None and name in self.namespace
+        return name in BUILTINS and name not in self.bound and not held
+
+    def arguments(
+        self, node: ast.Call, function: ast.expr, *, is_method: bool, is_builtin: bool
+    ) -> None:
         method = isinstance(function, ast.Attribute)
         called = function.attr if isinstance(function, ast.Attribute) else getattr(
             function, "id", ""
         )
         shown = f".{called}()" if method else f"{called}()"
+        if any(isinstance(argument, ast.Starred) for argument in node.args):
+            self.say(f"passes * arguments to {shown}")
+        if any(keyword.arg is None for keyword in node.keywords):
+            self.say(f"passes ** to {shown}")
+        if not is_builtin and len(node.args) > _out_position(called, is_method):
+            self.say(f"may write into an array it is given by position ({shown}, out)")
         for position, argument in enumerate(node.args):
             inner = argument.value if isinstance(argument, ast.Starred) else argument
             self.value(inner)
@@ -305,10 +333,8 @@ class _Check:
                 self.say(f"changes data in place ({keyword.arg}=)")
             elif keyword.arg in BY_NAME_KEYWORDS:
                 self.by_name(keyword.value, shown)
-            elif not method or called not in BY_NAME:
+            elif not method or called not in BY_NAME or keyword.arg is None:
                 continue
-            elif keyword.arg is None:
-                self.say(f"passes ** to {shown}")
             elif isinstance(keyword.value, ast.Tuple):
                 for element in keyword.value.elts[1:]:  # named aggregation: (column, function)
                     self.by_name(element, shown)
