@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._risk import Risk, classify, effective_approval
+from ._risk import Risk, classify, effective_approval, needs_approval
 from ._secrets import scrub
 from .errors import InvalidToolAnswer
 from .markup import fence
@@ -133,19 +133,14 @@ class RunCode(ClientTool):
 
     def risk(self, code: str) -> Risk:
         """Why ``code`` needs a yes in this namespace, as the runner will run it."""
-        risk = classify(code, self.namespace)
-        if risk.is_risky or self.transform is None:
-            return risk
-        if self.transform(code).strip() != code.strip():
-            return Risk(("IPython rewrites this code before it runs",))
-        return risk
+        return classify(code, self.namespace, self.transform)
 
     def auto_response(self, arguments: dict[str, Any]) -> str | None:
         """``"run"`` when the capped policy lets this code run without asking, else None."""
-        policy = effective_approval(self.approval)  # the cap as it was at import wins
-        if policy == "risky":
-            return None if self.risk(str(arguments.get("code", ""))).is_risky else "run"
-        return "run" if policy == "never-ask" else None
+        code = str(arguments.get("code", ""))
+        asks = needs_approval(code, self.approval, namespace=self.namespace,
+                              transform=self.transform)  # the cap as it was at import wins
+        return None if asks else "run"
 
     def parse_response(self, arguments: dict[str, Any], response: object) -> CodeDecision:
         offered = str(arguments["code"])

@@ -25,7 +25,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
@@ -50,12 +50,26 @@ class Risk:
         return bool(self.reasons)
 
 
-def classify(code: str, namespace: Mapping[str, object] | None = None) -> Risk:
+def classify(
+    code: str,
+    namespace: Mapping[str, object] | None = None,
+    transform: Callable[[str], str] | None = None,
+) -> Risk:
     """Why ``code`` needs a yes, run in ``namespace`` (no reasons: proven harmless).
 
     Names are looked up in ``namespace``, the notebook's variables; without
-    one, every name that is not a listed builtin is risky.
+    one, every name that is not a listed builtin is risky. ``transform`` is
+    what the runner does to code before running it (IPython's
+    ``transform_cell``): code it would rewrite is not the code checked, so it
+    is risky.
     """
+    risk = _classify(code, namespace)
+    if risk.is_risky or transform is None or transform(code).strip() == code.strip():
+        return risk
+    return Risk(("IPython rewrites this code before it runs",))
+
+
+def _classify(code: str, namespace: Mapping[str, object] | None) -> Risk:
     shell = [line.strip() for line in code.splitlines() if _SHELL_LINE.match(line)]
     if shell:
         return Risk(tuple(f"runs an IPython shell or magic line: {line[:60]}" for line in shell))
@@ -115,11 +129,12 @@ def needs_approval(
     approval: str,
     cap: str | None = None,
     namespace: Mapping[str, object] | None = None,
+    transform: Callable[[str], str] | None = None,
 ) -> bool:
     """Whether running ``code`` in ``namespace`` must wait for a yes under the capped policy."""
     policy = effective_approval(approval, cap)
     if policy == "always":
         return True
     if policy == "risky":
-        return classify(code, namespace).is_risky
+        return classify(code, namespace, transform).is_risky
     return False
