@@ -658,3 +658,23 @@ def test_a_stop_ends_the_turn_while_the_server_has_not_answered_yet(chat, script
     assert (events[-1].status, answer.status, answer.text) == ("interrupted", "interrupted", "")
     turn = chat.store.get(thread).turns[0]
     assert (turn.status, turn.answer) == ("interrupted", "")
+
+
+@pytest.mark.timeout(20)
+def test_a_stop_during_a_retry_wait_sends_nothing_more(chat, scripted_server):
+    import threading
+    import time
+
+    scripted_server.script(Reply(status=503, retry_after=1.5), Reply("Too late."))
+    thread = chat.new_thread()
+    answer = chat.iter_ask(thread, "hello")
+
+    def stop_once_refused() -> None:
+        scripted_server.wait_for(lambda: scripted_server.chat_requests, timeout=10)
+        answer.stop()
+
+    threading.Thread(target=stop_once_refused).start()
+    assert [type(e) for e in answer] == [TurnStarted, TurnFinished]
+    assert answer.status == "interrupted"
+    time.sleep(3)  # past the Retry-After the sending thread was waiting out
+    assert len(scripted_server.chat_requests) == 1  # the request was not sent again

@@ -12,9 +12,11 @@ another thread, so the stop still ends the wait at once.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import httpx
@@ -25,6 +27,7 @@ class StopSignal:
 
     def __init__(self) -> None:
         self._set = threading.Event()
+        self._ran = threading.Event()  # the hooks taken by set() have all returned
         self._lock = threading.Lock()
         self._hooks: list[Callable[[], None]] = []
 
@@ -38,8 +41,11 @@ class StopSignal:
                 return
             self._set.set()
             hooks, self._hooks = self._hooks, []
-        for hook in hooks:
-            hook()
+        try:
+            for hook in hooks:
+                hook()
+        finally:
+            self._ran.set()
 
     def is_set(self) -> bool:
         return self._set.is_set()
@@ -57,7 +63,11 @@ class StopSignal:
 
     @contextlib.contextmanager
     def on_set(self, hook: Callable[[], None]) -> Iterator[None]:
-        """Within the block, ``hook`` runs when the signal is set (at once if it already is)."""
+        """Within the block, ``hook`` runs when the signal is set (at once if it already is).
+
+        Leaving the block waits for a hook another thread is running, so what
+        the hook acts on (a connection) is not released to others under it.
+        """
         with self._lock:
             is_set = self._set.is_set()
             if not is_set:
@@ -67,8 +77,12 @@ class StopSignal:
         try:
             yield
         finally:
-            with self._lock, contextlib.suppress(ValueError):
-                self._hooks.remove(hook)
+            with self._lock:
+                taken = hook not in self._hooks
+                if not taken:
+                    self._hooks.remove(hook)
+            if taken and not is_set:
+                self._ran.wait()
 
 
 def shut_down(sock: socket.socket) -> None:
@@ -99,14 +113,38 @@ def send_until_stopped(
     response that comes after the stop is closed unread.
     """
     handoff = _Handoff()
-    threading.Thread(target=handoff.run, args=(send,), daemon=True, name="nbchat-send").start()
+    context = contextvars.copy_context()  # the cell's, so notes reach its output
+    context.run(_SENDING_FOR.set, stop)
+    threading.Thread(target=context.run, args=(handoff.run, send), daemon=True,
+                     name="nbchat-send").start()
     try:
         with stop.on_set(handoff.ready.set):
             handoff.ready.wait()
     except BaseException:  # a kernel interrupt while waiting: nobody will read the response
         handoff.abandon()
         raise
-    return handoff.take()
+    try:
+        return handoff.take()
+    except Stopped:
+        return None
+
+
+class Stopped(Exception):
+    """The request was stopped while it waited to be sent again."""
+
+
+_SENDING_FOR: contextvars.ContextVar[StopSignal | None] = contextvars.ContextVar(
+    "nbchat_sending_for", default=None
+)
+
+
+def retry_sleep(seconds: float) -> None:
+    """Wait before sending a request again; raises Stopped once its stop is set."""
+    stop = _SENDING_FOR.get()
+    if stop is None:
+        time.sleep(seconds)
+    elif stop.wait(seconds):
+        raise Stopped("stopped before the request was sent again")
 
 
 class _Handoff:

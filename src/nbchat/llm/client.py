@@ -30,7 +30,7 @@ from ..events import ReplyEvent
 from ..policy import Policy
 from . import _http, discovery
 from ._protocol import Provider, Reply
-from ._stop import StopSignal, send_until_stopped, shut
+from ._stop import StopSignal, retry_sleep, send_until_stopped, shut
 from .ollama import OllamaProvider
 from .openai import OpenAIProvider
 
@@ -289,6 +289,7 @@ class LLMClient:
                 detail=self.provider.error_detail,
                 model=model,
                 options=tuple(options or ()),
+                sleep=retry_sleep,
             )
         except ModelNotFound as exc:
             raise self._with_available(exc) from None
