@@ -678,3 +678,16 @@ def test_a_stop_during_a_retry_wait_sends_nothing_more(chat, scripted_server):
     assert answer.status == "interrupted"
     time.sleep(3)  # past the Retry-After the sending thread was waiting out
     assert len(scripted_server.chat_requests) == 1  # the request was not sent again
+
+
+def test_closing_an_answer_being_iterated_ends_the_turn(chat, scripted_server):
+    scripted_server.script(Reply("", tokens=50, delay=0.01, when="long"))
+    thread = chat.new_thread()
+    answer = chat.iter_ask(thread, "a long one")
+    events = iter(answer)
+    seen = [next(events) for _ in range(4)]  # started, then some words
+    answer.close()
+    assert isinstance(seen[0], TurnStarted)
+    turn = chat.store.get(thread).turns[0]
+    assert turn.status == "interrupted"
+    assert turn.answer == "".join(e.text for e in seen if isinstance(e, TextDelta))

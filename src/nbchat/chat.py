@@ -88,9 +88,10 @@ class _Joined:
         if instance is None:
             return ""  # the field's default
         parts: list[str] = instance.__dict__[self.parts]
-        if len(parts) > 1:
-            parts[:] = ["".join(parts)]
-        return parts[0]
+        count = len(parts)  # a part appended meanwhile by the streaming thread stays after
+        if count > 1:
+            parts[:count] = ["".join(parts[:count])]
+        return "".join(parts)
 
     def __set__(self, instance: object, text: str) -> None:
         self.parts_of(instance)[:] = [text]
@@ -143,6 +144,7 @@ class Answer:
         events, self.events = self.events, None
         if events is None:
             return
+        self._running = events  # what close() ends once iterating has begun
         add_text = _TEXT.parts_of(self).append  # the bulk of the events, at the least cost
         try:
             for event in events:
@@ -178,7 +180,8 @@ class Answer:
 
     def close(self) -> None:
         """Stop the turn from the thread that iterates it (the engine records it as interrupted)."""
-        close = getattr(self.events, "close", None)
+        events = self.events if self.events is not None else getattr(self, "_running", None)
+        close = getattr(events, "close", None)
         if close is not None:
             close()
 
