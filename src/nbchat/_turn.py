@@ -128,7 +128,7 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
         calls: list[ToolCall] = []
         tools = spec.toolbox.schemas() if round_number < spec.max_rounds else None
         options = spec.options if round_number == 0 else _unforced(spec.options)
-        finish_reason = None
+        finish_reason, replied = None, False
         try:
             monotonic, add_text = time.monotonic, parts.append  # once, not per chunk
             next_checkpoint = monotonic() + CHECKPOINT_SECONDS
@@ -157,7 +157,7 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
                     usage = _add(usage, event.usage)
                     yield event
                 elif type(event) is ReplyFinished:
-                    finish_reason = event.finish_reason
+                    finish_reason, replied = event.finish_reason, True
         except (ContextOverflow, EmptyAnswer) as error:
             if refitted or len(parts) > round_start or calls or spec.refit is None:
                 yield from _failed(spec, parts, round_start, error)
@@ -177,7 +177,8 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
         except NbchatError as error:
             yield from _failed(spec, parts, round_start, error)
             return
-        if spec.stop is not None and spec.stop.is_set():
+        if spec.stop is not None and spec.stop.is_set() and (calls or not replied):
+            # A reply that ended whole before the stop stands; its tool calls do not run.
             spec.messages = _with_text(spec.messages, parts[round_start:])
             yield finish("interrupted")
             return
