@@ -293,15 +293,16 @@ class _Titles:
                 name=f"nbchat-title-{thread_id}",
             )  # fmt: skip
             self._workers[thread_id] = worker
-        _RUNNING_TITLES.add(self)
         worker.start()
 
     def wait(self, timeout: float | None = None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
-        for worker in list(self._workers.values()):
+        with self._lock:
+            workers = list(self._workers.values())
+        for worker in workers:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             worker.join(left)
-        return not any(worker.is_alive() for worker in list(self._workers.values()))
+        return not any(worker.is_alive() for worker in workers)
 
     def _title(self, chat: Chat, thread_id: int) -> None:
         try:
@@ -318,7 +319,6 @@ TITLE_MAX_CHARS = 2000  # a reply this long is no title: stop reading it
 TITLE_SECONDS = 5.0  # a title request is given up after this long, however it streams
 TITLE_WAIT = 1.0  # seconds listing waits for a title under way
 EXIT_TITLE_WAIT = 2.0  # seconds the process waits at exit for titles under way
-_RUNNING_TITLES: weakref.WeakSet[_Titles] = weakref.WeakSet()
 _SHARED_TITLES: weakref.WeakValueDictionary[tuple[str, str, str], _Titles] = (
     weakref.WeakValueDictionary()
 )
@@ -328,7 +328,7 @@ _SHARED_LOCK = threading.Lock()
 @atexit.register
 def _finish_titles() -> None:
     deadline = time.monotonic() + EXIT_TITLE_WAIT
-    for titles in list(_RUNNING_TITLES):
+    for titles in list(_SHARED_TITLES.values()):
         titles.wait(max(0.0, deadline - time.monotonic()))
 
 
