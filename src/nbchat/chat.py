@@ -21,7 +21,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -715,11 +715,8 @@ class Chat(_Engine):
         self.store.update_turn(thread_id, turn, options=chosen)
         history = self._thread_history(thread, upto=len(thread.turns))
         history.chat_as_user(query, context=items)
-        stop = StopSignal()
-        events = self._run(thread, turn, history, model, chosen, stop=stop)
-        if abandoned:
-            events = _chain([ToolCallAbandoned(call) for call in abandoned], events)
-        return Answer.streaming(events, stop)
+        return self._answer(thread, turn, history, model, chosen,
+                            before=[ToolCallAbandoned(call) for call in abandoned])
 
     def retry(self, thread_id: int) -> Answer:
         """Ask the last query again when its turn failed or was interrupted.
@@ -744,11 +741,7 @@ class Chat(_Engine):
         history.chat_as_user(thread.turns[last].query, context=thread.turns[last].context)
         model = thread.turns[last].model or thread.model
         options = _turn_options(thread, thread.turns[last], self)
-        stop = StopSignal()
-        events = self._run(
-            thread, last, history, model, options, messages=messages, text=text, stop=stop
-        )
-        return Answer.streaming(events, stop)
+        return self._answer(thread, last, history, model, options, messages=messages, text=text)
 
     def ask_with_history(
         self,
@@ -848,13 +841,11 @@ class Chat(_Engine):
             return Answer.streaming(iter([result, *map(ToolCallPending, turn.pending), finished]))
         history = self._thread_history(thread, upto=call.turn)
         history.chat_as_user(turn.query, context=turn.context)
-        stop = StopSignal()
-        events = self._run(
+        return self._answer(
             thread, call.turn, history, turn.model or thread.model,
             _turn_options(thread, turn, self), messages=turn.messages, text=turn.answer,
-            stop=stop,
+            before=[result],
         )  # fmt: skip
-        return Answer.streaming(_chain([result], events), stop)
 
     def _act_on_answer(
         self, call: PendingCall, tool: ClientTool, answer: object
@@ -886,6 +877,24 @@ class Chat(_Engine):
         return self._titles.wait(timeout)
 
     # -- internals ---------------------------------------------------------------
+    def _answer(
+        self,
+        thread: Thread,
+        turn: int,
+        history: ChatHistory,
+        model: str,
+        options: Options,
+        *,
+        before: Sequence[Event] = (),
+        messages: list[dict[str, Any]] | None = None,
+        text: str = "",
+    ) -> Answer:
+        """The turn as an Answer that can be stopped, after the events ``before`` it."""
+        stop = StopSignal()
+        events = self._run(thread, turn, history, model, options, messages=messages, text=text,
+                           stop=stop)  # fmt: skip
+        return Answer.streaming(_chain(before, events) if before else events, stop)
+
     def _run(
         self,
         thread: Thread,
