@@ -160,17 +160,6 @@ def send(
         attempt += 1
         try:
             response = client.send(request, stream=True)
-        except httpx.RemoteProtocolError as exc:
-            # llama.cpp's server closes the connection after a streamed answer while
-            # offering keep-alive: the next request, on the pooled socket, is lost
-            # unread. Sent once more on a new connection; that is not a retry.
-            if resent or not _closed_before_answering(exc):
-                raise LLMConnectError(
-                    f"talking to the model endpoint at {url} failed: {_reason(exc)}", url=url
-                ) from exc
-            resent = True
-            attempt -= 1
-            continue
         except httpx.ConnectError as exc:
             error: LLMError = LLMConnectError(
                 f"cannot connect to the model endpoint at {url} ({_reason(exc)}); "
@@ -185,6 +174,12 @@ def send(
                 url=url,
             ) from exc
         except httpx.HTTPError as exc:
+            # llama.cpp's server closes the connection after a streamed answer while
+            # offering keep-alive: the next request, on the pooled socket, is lost
+            # unread. Sent once more on a new connection; that is not a retry.
+            if not resent and _closed_before_answering(exc):
+                resent, attempt = True, attempt - 1
+                continue
             raise LLMConnectError(
                 f"talking to the model endpoint at {url} failed: {_reason(exc)}", url=url
             ) from exc
@@ -283,8 +278,8 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None
 
 
-def _closed_before_answering(exc: httpx.RemoteProtocolError) -> bool:
-    return "without sending a response" in str(exc)
+def _closed_before_answering(exc: httpx.HTTPError) -> bool:
+    return isinstance(exc, httpx.RemoteProtocolError) and "without sending a response" in str(exc)
 
 
 def _backoff(attempt: int) -> float:
