@@ -220,21 +220,22 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def check_private(path: Path, *, folder: bool = False) -> bool:
+def check_private(path: Path, *, folder: bool = False) -> os.stat_result | None:
     """StoreUnsafe unless *path* (and a symlink's target) is ours and others may not write it.
 
-    Whether *path* exists.
+    What *path* is (a symlink's target), or None when nothing is there.
     """
     try:
-        link = os.lstat(path)
-        check_stat(path, link, folder=folder)
-        if stat.S_ISLNK(link.st_mode):
-            check_stat(path, os.stat(path), folder=folder)
+        status = os.lstat(path)
+        check_stat(path, status, folder=folder)
+        if stat.S_ISLNK(status.st_mode):
+            status = os.stat(path)
+            check_stat(path, status, folder=folder)
     except FileNotFoundError:
-        return False
+        return None
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    return True
+    return status
 
 
 def check_stat(path: Path, status: os.stat_result, *, folder: bool = False) -> None:
@@ -314,7 +315,6 @@ class UserFolder:
     def locked(self) -> Iterator[None]:
         """Hold the user's lock (StoreLocked after the timeout)."""
         self._ensure()
-        check_private(self.path / ".lock")
         lock = self._process_lock()
         try:
             lock.acquire(poll_interval=0.005)
@@ -336,24 +336,30 @@ class UserFolder:
         if self._lock is None or self._lock[0] != os.getpid():
             if self._lock is not None:
                 _inherited.append(self._lock[1])
+            check_private(self.path / ".lock")
             lock = FileLock(self.path / ".lock", timeout=self._lock_timeout, mode=0o600)
             self._lock = (os.getpid(), lock)
         return self._lock[1]
 
     def _ensure(self) -> None:
-        """Create the user's folder (0700) if missing; refuse one that is not safely ours."""
-        if not self.path.is_dir():
-            try:
-                self.root.mkdir(mode=0o755, parents=True, exist_ok=True)
-                check_root(self.root)
-                self.path.mkdir(mode=0o700, exist_ok=True)
-            except (FileExistsError, NotADirectoryError):
-                raise not_a_folder(self.root) from None
-            except OSError as exc:
-                raise StoreError(f"cannot create {self.path}: {exc.strerror or exc}") from exc
-        check_root(self.root)
-        check_private(self.path, folder=True)
-        check_private(self.writers, folder=True)
+        """Create the user's folder (0700) if missing; refuse one that is not safely ours.
+
+        Once the folder is ours and private, nobody else can add or replace what
+        is in it: one check of the folder an operation is enough (the files read
+        are checked as they are opened, the lock and ``writers/`` once a process).
+        """
+        status = check_private(self.path, folder=True)
+        if status is not None and stat.S_ISDIR(status.st_mode):
+            return
+        try:
+            self.root.mkdir(mode=0o755, parents=True, exist_ok=True)
+            check_root(self.root)
+            self.path.mkdir(mode=0o700, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise not_a_folder(self.root) from None
+        except OSError as exc:
+            raise StoreError(f"cannot create {self.path}: {exc.strerror or exc}") from exc
+        check_private(self.path, folder=True)  # someone else may have made it meanwhile
 
     def scan(self) -> tuple[dict[int, list[int]], list[int]]:
         """Stamps of the thread files by id, and numbers of the index files.
@@ -460,6 +466,7 @@ def writer_token(folder: Path) -> str:
         if held is not None:
             _inherited.append(held[2])
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        check_private(folder, folder=True)
         while True:
             token = f"{os.getpid()}-{secrets.token_hex(8)}"
             lock = FileLock(folder / f"{token}.lock", timeout=0, mode=0o600)
