@@ -499,12 +499,25 @@ class ThreadStore:
         return meta
 
     def _take_id(self) -> int:
-        meta = self._read_meta() or {"nbchat": SCHEMA, "user": self.user, "next_id": 1}
-        highest = max(self._folder.scan()[0], default=0)
-        thread_id = max(meta["next_id"], highest + 1)
-        with open_db(self._folder.meta, sync_dir=False) as db:
-            db.table("store").upsert(Document({**meta, "next_id": thread_id + 1}, doc_id=1))
+        meta = self._counter()
+        thread_id = self._next_id(meta)
+        self._raise_counter(thread_id + 1, meta)
         return thread_id
+
+    def _counter(self) -> dict[str, Any]:
+        return self._read_meta() or {"nbchat": SCHEMA, "user": self.user, "next_id": 1}
+
+    def _next_id(self, meta: dict[str, Any] | None = None) -> int:
+        """The id handed out next (under the lock): past the counter and every thread file."""
+        counter = (meta or self._counter())["next_id"]
+        return max(counter, max(self._folder.scan()[0], default=0) + 1)
+
+    def _raise_counter(self, next_id: int, meta: dict[str, Any] | None = None) -> None:
+        """Move the counter up to *next_id* (under the lock); it never goes down."""
+        meta = meta or self._counter()
+        if meta["next_id"] < next_id:
+            with open_db(self._folder.meta, sync_dir=False) as db:
+                db.table("store").upsert(Document({**meta, "next_id": next_id}, doc_id=1))
 
     def _check_owner(self, header: dict[str, Any], path: Path) -> None:
         schema = header.get("nbchat")

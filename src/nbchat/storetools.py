@@ -140,9 +140,7 @@ def next_thread_id(store: Store) -> int:
     """The id *store* hands out next for its user: every lower one is taken, deleted or not."""
     if isinstance(store, ThreadStore):
         with store._folder.locked():
-            meta = store._read_meta() or {"next_id": 1}
-            highest = max(store._folder.scan()[0], default=0)
-        return max(meta["next_id"], highest + 1)
+            return store._next_id()
     return _postgres_next_id(store)
 
 
@@ -160,21 +158,10 @@ def carry_counter(store: Store, next_id: int) -> None:
     """Move *store*'s id counter up to *next_id*, so that it never hands out a lower id."""
     if isinstance(store, ThreadStore):
         with store._folder.locked():
-            _raise_tinydb_counter(store, next_id)
+            store._raise_counter(next_id)
         return
-    _carry_postgres_counter(store, next_id)
-
-
-def _carry_postgres_counter(store: Any, next_id: int) -> None:
-    with store._db.connection() as conn, conn.transaction():
+    with store._db.connection() as conn, conn.transaction():  # type: ignore[attr-defined]
         _raise_postgres_counter(conn, store.user, next_id)
-
-
-def _raise_tinydb_counter(store: ThreadStore, next_id: int) -> None:
-    meta = store._read_meta() or {"nbchat": SCHEMA, "user": store.user, "next_id": 1}
-    if meta["next_id"] < next_id:
-        with open_db(store._folder.meta, sync_dir=False) as db:
-            db.table("store").upsert(Document({**meta, "next_id": next_id}, doc_id=1))
 
 
 def _raise_postgres_counter(conn: Any, user: str, next_id: int) -> None:
@@ -222,7 +209,7 @@ def _restore_tinydb(store: ThreadStore, thread: Thread) -> bool:
             db.table("thread").insert(Document(header, doc_id=1))
             for index, doc in enumerate(_turn_docs(thread)):
                 db.table("turns").insert(Document({**doc, "writer": None}, doc_id=index + 1))
-        _raise_tinydb_counter(store, thread.id + 1)
+        store._raise_counter(thread.id + 1)
     return True
 
 
