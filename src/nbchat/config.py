@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from jupyter_core import paths as jupyter_paths
 
@@ -88,14 +88,19 @@ class Settings:
     origin: str = "configured"
 
     def __repr__(self) -> str:
-        shown = ", ".join(
-            f"{f.name}={redact_url(repr(getattr(self, f.name)))}" for f in fields(self) if f.repr
-        )
-        return f"Settings({shown})"
+        return redacted_repr(self)
 
     def with_(self, **changes: object) -> Settings:
         """A copy with some fields changed."""
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def redacted_repr(record: Any) -> str:
+    """A dataclass's repr with the user and password of every URL in it replaced."""
+    shown = ", ".join(
+        f"{f.name}={redact_url(repr(getattr(record, f.name)))}" for f in fields(record) if f.repr
+    )
+    return f"{type(record).__name__}({shown})"
 
 
 def redact_url(text: str) -> str:

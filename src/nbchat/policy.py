@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .config import (
     ENV_ALLOWED_MODELS,
     ENV_DISABLE_LOCAL_MODEL,
     ENV_FORCE_BASE_URL,
     ENV_FORCE_MODEL,
-    redact_url,
+    redacted_repr,
 )
 from .errors import ModelNotAllowed
 
@@ -45,15 +45,12 @@ class Policy:
     """The administrator's settings, as the environment gives them now."""
 
     allowed_models: tuple[str, ...] = ()
-    force_base_url: str | None = field(default=None, repr=False)
+    force_base_url: str | None = None
     force_model: str | None = None
     disable_local_model: bool = False
 
     def __repr__(self) -> str:
-        url = None if self.force_base_url is None else redact_url(self.force_base_url)
-        return (f"Policy(allowed_models={self.allowed_models!r}, force_base_url={url!r}, "
-                f"force_model={self.force_model!r}, "
-                f"disable_local_model={self.disable_local_model!r})")
+        return redacted_repr(self)
 
     @classmethod
     def from_env(cls) -> Policy:
