@@ -94,7 +94,6 @@ def headers_for(settings: Settings) -> dict[str, str]:
     headers = {"Accept": "application/json, text/event-stream"}
     if "@" in settings.base_url:  # httpx sends a URL's user and password as Basic auth
         url = httpx.URL(settings.base_url)
-        remember(url.username)
         remember(url.password)
     if settings.api_key:
         remember(settings.api_key)
