@@ -105,6 +105,7 @@ def test_the_notebook_tools_and_runs_send_no_key(run, ip, server, monkeypatch):
     )
     ran = run("%chat What is in @settings?")
     assert ran.error is None
+    assert run("%chat And in {settings}?").error is None
     everything = repr([request.body for request in server.chat_requests])
     assert KEY not in everything and TOKEN not in everything
     assert "'short': 'abc'" in everything

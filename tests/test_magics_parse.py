@@ -640,3 +640,11 @@ def test_key_needs_an_endpoint_to_be_given_for(run, monkeypatch):
         "no endpoint is set for the key: set one first, e.g. "
         "%env NBCHAT_BASE_URL=https://api.openai.com/v1, then %chat --key"
     )
+
+
+def test_a_dollar_name_in_a_question_is_sent_as_typed(run: Any, ip: InteractiveShell,
+                                                      server: ScriptedServer) -> None:
+    ip.user_ns["price"] = 5
+    run("%chat Does $price mean the variable?")
+    run("%chat -n What is {price} times two")
+    assert questions(server) == ["Does $price mean the variable?", "What is 5 times two"]

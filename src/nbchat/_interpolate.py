@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._secrets import scrub
+
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _KEY = r"-?\d+|'[^'\\]*'|\"[^\"\\]*\"|" + _NAME
 _REFERENCE = rf"{_NAME}(?:\.{_NAME}|\[(?:{_KEY})\])*"
@@ -59,7 +61,8 @@ def interpolate(text: str, namespace: Mapping[str, Any]) -> Interpolated:
         if not found:
             unresolved.append("{" + reference + "}")
             return match.group(0)
-        return "{" + str(value) + "}" if braced else str(value)
+        shown = scrub(str(value))  # as for @name: a value's keys do not travel
+        return "{" + shown + "}" if braced else shown
 
     result = _CANDIDATE.sub(replace, text)
     return Interpolated(result, tuple(dict.fromkeys(unresolved)))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, argument_group, magic_arguments
 from IPython.display import display
 from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, validate
@@ -312,6 +312,7 @@ class ChatMagics(Magics):
     @argument("text", nargs="*", metavar="QUESTION",
               help="The question: the rest of the line, or the cell body (exactly as typed).")
     @line_cell_magic("chat")  # type: ignore[arg-type]  # IPython types its name form as Never
+    @no_var_expand  # nbchat interpolates {name} itself (scrubbed); $ stays as typed
     def chat_magic(self, line: str, cell: str | None = None) -> RenderResult | None:
         """Chat with an LLM in threads that are kept.
 
