@@ -226,8 +226,6 @@ def test_the_server_runs_with_nbchats_settings(server: local.LocalServer):
     # llama.cpp's default, 1.0, lets SmolLM2 repeat itself until the token limit.
     assert settings["params"]["repeat_penalty"] == pytest.approx(1.1)
     assert props.json()["total_slots"] == 1  # one answer at a time; other requests wait
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    assert local.default_threads() == max(1, (cpus or 1) // 2)
     assert f"n_threads = {local.default_threads()}" in server.log_path.read_text()
 
 
