@@ -104,7 +104,9 @@ def _stored_text(location: str) -> str:
         import psycopg
 
         with psycopg.connect(location) as conn:
-            rows = conn.execute("SELECT t::text FROM nbchat_turns t").fetchall()
+            rows = conn.execute(
+                "SELECT t::text FROM nbchat_turns t UNION ALL SELECT h::text FROM nbchat_threads h"
+            ).fetchall()
         return "\n".join(row[0] for row in rows)
     files = [path for path in Path(location).rglob("*") if path.is_file()]
     return "\n".join(path.read_text(errors="replace") for path in files)
