@@ -18,18 +18,22 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 
 REDACTED = "[redacted]"
 MIN_SECRET = 8
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 
-_remembered: set[str] = set()
+_remembered: frozenset[str] = frozenset()  # replaced whole, so a reader never sees it change
+_remembering = threading.Lock()
 
 
 def remember(secret: str | None) -> None:
     """Have :func:`scrub` replace ``secret`` from now on (a key this process uses)."""
+    global _remembered
     if secret and len(secret.strip()) >= MIN_SECRET:
-        _remembered.add(secret.strip())
+        with _remembering:
+            _remembered = _remembered | {secret.strip()}
 
 
 def scrub(text: str) -> str:
