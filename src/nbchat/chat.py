@@ -891,35 +891,24 @@ class Chat(_Engine):
     ) -> Answer:
         """The turn as an Answer that can be stopped, after the events ``before`` it."""
         stop = StopSignal()
-        events = self._run(thread, turn, history, model, options, messages=messages, text=text,
-                           stop=stop)  # fmt: skip
-        return Answer.streaming(_chain(before, events) if before else events, stop)
 
-    def _run(
-        self,
-        thread: Thread,
-        turn: int,
-        history: ChatHistory,
-        model: str,
-        options: Options,
-        *,
-        messages: list[dict[str, Any]] | None = None,
-        text: str = "",
-        stop: StopSignal | None = None,
-    ) -> Iterator[Event]:
-        builtin = (thread.settings or {}).get("builtin_tools")
-        recorder = ThreadRecorder(self.store, thread.id, turn)
-        spec = self._spec(
-            history, model, options, self._offered(model, builtin),
-            tool_context=ToolContext(self.user, thread.user, self.permissions, thread.id),
-            recorder=recorder,
-            thread_id=thread.id, turn=turn, messages=list(messages or []), text=text, stop=stop,
-        )  # fmt: skip
-        try:
-            yield from run_turn(spec)
-        finally:  # after the front end has shown the answer: the title does not compete
-            if recorder.status == "complete" and not thread.title:
-                self._titles.start(self, thread.id)
+        def events() -> Iterator[Event]:
+            yield from before
+            builtin = (thread.settings or {}).get("builtin_tools")
+            recorder = ThreadRecorder(self.store, thread.id, turn)
+            spec = self._spec(
+                history, model, options, self._offered(model, builtin),
+                tool_context=ToolContext(self.user, thread.user, self.permissions, thread.id),
+                recorder=recorder, thread_id=thread.id, turn=turn,
+                messages=list(messages or []), text=text, stop=stop,
+            )  # fmt: skip
+            try:
+                yield from run_turn(spec)
+            finally:  # after the front end has shown the answer: the title does not compete
+                if recorder.status == "complete" and not thread.title:
+                    self._titles.start(self, thread.id)
+
+        return Answer.streaming(events(), stop)
 
     def _waiting(self, thread: Thread) -> list[PendingCall]:
         calls = _waiting(thread)
@@ -1117,11 +1106,6 @@ def _resume_point(turn: Turn) -> tuple[list[dict[str, Any]], str]:
         messages.pop()
     rounds = [str(m.get("content") or "") for m in messages if m.get("role") == "assistant"]
     return messages, "\n\n".join(text for text in rounds if text)
-
-
-def _chain(first: Iterable[Event], rest: Iterator[Event]) -> Iterator[Event]:
-    yield from first
-    yield from rest
 
 
 def _check_text(value: object, what: str) -> None:
