@@ -640,19 +640,25 @@ def test_a_slow_title_reply_neither_holds_up_listing_nor_lasts(chat, scripted_se
     assert request.chunks_sent * len("Slow ") < 2000  # cut by time, before the size bound
 
 
-@pytest.mark.timeout(15)  # the server holds its answer for 30 s: only the stop can end the turn
-def test_a_stop_ends_the_turn_while_the_server_has_not_answered_yet(chat, scripted_server):
+def stopped_once_asked(chat, server, thread):
+    """The answer to "hello", stopped from another thread once the server has the request."""
     import threading
 
-    scripted_server.script(Reply("Too late.", hold=30))
-    thread = chat.new_thread()
     answer = chat.iter_ask(thread, "hello")
 
-    def stop_once_asked() -> None:
-        scripted_server.wait_for(lambda: scripted_server.chat_requests, timeout=10)
+    def stop() -> None:
+        server.wait_for(lambda: server.chat_requests, timeout=10)
         answer.stop()
 
-    threading.Thread(target=stop_once_asked).start()
+    threading.Thread(target=stop).start()
+    return answer
+
+
+@pytest.mark.timeout(15)  # the server holds its answer for 30 s: only the stop can end the turn
+def test_a_stop_ends_the_turn_while_the_server_has_not_answered_yet(chat, scripted_server):
+    scripted_server.script(Reply("Too late.", hold=30))
+    thread = chat.new_thread()
+    answer = stopped_once_asked(chat, scripted_server, thread)
     events = list(answer)
     assert [type(e) for e in events] == [TurnStarted, TurnFinished]
     assert (events[-1].status, answer.status, answer.text) == ("interrupted", "interrupted", "")
@@ -662,18 +668,10 @@ def test_a_stop_ends_the_turn_while_the_server_has_not_answered_yet(chat, script
 
 @pytest.mark.timeout(20)
 def test_a_stop_during_a_retry_wait_sends_nothing_more(chat, scripted_server):
-    import threading
     import time
 
     scripted_server.script(Reply(status=503, retry_after=1.5), Reply("Too late."))
-    thread = chat.new_thread()
-    answer = chat.iter_ask(thread, "hello")
-
-    def stop_once_refused() -> None:
-        scripted_server.wait_for(lambda: scripted_server.chat_requests, timeout=10)
-        answer.stop()
-
-    threading.Thread(target=stop_once_refused).start()
+    answer = stopped_once_asked(chat, scripted_server, chat.new_thread())
     assert [type(e) for e in answer] == [TurnStarted, TurnFinished]
     assert answer.status == "interrupted"
     time.sleep(3)  # past the Retry-After the sending thread was waiting out
