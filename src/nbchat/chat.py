@@ -246,12 +246,7 @@ class ThreadRecorder:
             error=error,
             finish_reason=finish_reason,
             reasoning=reasoning,
-            usage=None
-            if usage is None
-            else {
-                "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens,
-            },
+            usage=None if usage is None else usage.to_dict(),
             finished=time.time(),
         )
 
