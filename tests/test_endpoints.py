@@ -25,6 +25,7 @@ from nbchat.errors import (
     ServerError,
 )
 from nbchat.events import (
+    ReasoningBlock,
     ReasoningDelta,
     ReplyFinished,
     TextDelta,
@@ -37,12 +38,13 @@ from nbchat.llm import LLMClient
 from nbchat.llm._think import ThinkSplitter, split_think
 from nbchat.options import check_options, env_options, merge_options
 from nbchat.testing import Reply, ScriptedServer
+from provider_helpers import PROVIDERS, base_url
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 
 
 def client_for(server: ScriptedServer, provider: str = "openai", **changes) -> LLMClient:
-    url = server.url if provider == "openai" else server.ollama_url
+    url = base_url(server, provider)
     settings = Settings(base_url=url, provider=provider, model="scripted-small")
     return LLMClient(settings.with_(**changes))
 
@@ -158,7 +160,7 @@ def test_a_plain_server_failure_is_still_retried(scripted_server):
 # -- honest endings -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("provider", ["openai", "ollama"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_reply_cut_at_the_token_limit_says_length(scripted_server, provider):
     scripted_server.script(Reply("one two three", finish_reason="length"))
     events = reply_events(client_for(scripted_server, provider))
@@ -205,6 +207,7 @@ def test_an_empty_body_after_the_headers_says_what_happened(scripted_server, str
         ("openai", "think"),
         ("ollama", "reasoning_content"),
         ("ollama", "think"),
+        ("anthropic", "reasoning_content"),
     ],
 )
 def test_reasoning_arrives_apart_from_the_answer(scripted_server, provider, form):
@@ -214,11 +217,11 @@ def test_reasoning_arrives_apart_from_the_answer(scripted_server, provider, form
     text = "".join(e.text for e in events if type(e) is TextDelta)
     assert (reasoning, text) == ("Let me see.", "The answer.")
     first_text = next(i for i, e in enumerate(events) if type(e) is TextDelta)
-    assert all(type(e) is ReasoningDelta for e in events[:first_text])
+    assert all(type(e) in (ReasoningDelta, ReasoningBlock) for e in events[:first_text])
     assert events[-1] == ReplyFinished("stop")
 
 
-@pytest.mark.parametrize("provider", ["openai", "ollama"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 @pytest.mark.parametrize("form", ["reasoning_content", "think"])
 def test_whole_replies_keep_reasoning_out_of_the_text(scripted_server, provider, form):
     scripted_server.script(Reply("The answer.", reasoning="Let me see.", reasoning_as=form))

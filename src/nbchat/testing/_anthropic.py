@@ -173,7 +173,7 @@ def _openai_content(blocks: list[dict[str, Any]]) -> Any:
 def _joined(blocks: Any) -> str:
     if not isinstance(blocks, list):
         return str(blocks or "")
-    return "".join(str(b.get("text") or "") for b in blocks
+    return "\n\n".join(str(b.get("text") or "") for b in blocks
                    if isinstance(b, dict) and b.get("type") == "text")  # fmt: skip
 
 

@@ -71,7 +71,8 @@ class Reply:
         field ``reasoning_as`` names (``"reasoning_content"``, the default, as
         llama.cpp and vLLM send it, or ``"reasoning"``) and in Ollama's
         ``thinking``; or, with ``reasoning_as="think"``, inline in the content
-        as ``<think>…</think>``.
+        as ``<think>…</think>``. Anthropic always sends it as a signed
+        ``thinking`` block.
     no_finish
         End an OpenAI stream with ``data: [DONE]`` and no finish reason (what
         llama-cpp-python does when another request interrupts it).

@@ -316,7 +316,7 @@ class ScriptedServer:
         ]
         chunks = reply.content_chunks()
         reasoning = split_words(reply.reasoning)
-        if reasoning and reply.reasoning_as == "think":
+        if reasoning and reply.reasoning_as == "think" and anthropic is None:
             chunks = ["<think>", *reasoning, "</think>\n\n", *chunks]
             reasoning = []
         return Answer(
