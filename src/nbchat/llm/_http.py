@@ -49,7 +49,10 @@ _OVERFLOW = re.compile(
     r"too many tokens",
     re.IGNORECASE,
 )
-_CONTEXT_SIZE = re.compile(r"context[\w\s]*?\(?([\d,]+)\s*tokens", re.IGNORECASE)
+# llama-server: "context size (4096 tokens)"; Anthropic: "215000 tokens > 200000 maximum"
+_CONTEXT_SIZE = re.compile(
+    r"context[\w\s]*?\(?([\d,]+)\s*tokens|tokens > ([\d,]+) maximum", re.IGNORECASE
+)
 
 ANTHROPIC_VERSION = "2023-06-01"  # the Messages API version nbchat's decoder is written for
 OVERLOADED = 529  # Anthropic: overloaded_error, retried like a rate limit
@@ -237,7 +240,7 @@ def _status_error(
             f"set NBCHAT_CONTEXT_SIZE, or start a new thread with %chat --new",
             url=url,
             status=status,
-            context_size=int(size.group(1).replace(",", "")) if size else None,
+            context_size=int((size.group(1) or size.group(2)).replace(",", "")) if size else None,
         )
     rejected = _rejected_option(status, detail, options)
     if rejected:

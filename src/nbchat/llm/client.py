@@ -194,8 +194,8 @@ class LLMClient:
         num_ctx = (options or {}).get("num_ctx")
         if isinstance(num_ctx, int) and not isinstance(num_ctx, bool) and num_ctx > 0:
             return num_ctx
-        if self.settings.provider == "anthropic":
-            return ANTHROPIC_CONTEXT
+        if self.settings.provider == "anthropic":  # no endpoint to ask: the known window
+            self._context_sizes.setdefault(model, ANTHROPIC_CONTEXT)
         if model not in self._context_sizes:
             try:
                 self._context_sizes[model] = self._discover_context(model)
