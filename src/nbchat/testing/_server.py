@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from ._anthropic import PromptCache
 from ._anthropic import prompt_tokens as anthropic_prompt_tokens
 from ._demo import default_answer
-from ._handler import CHAT_PATHS, Handler, HTTPServer
+from ._handler import AZURE_CHAT, CHAT_PATHS, Handler, HTTPServer
 from ._protocols import Answer, count_prompt_tokens
 from ._script import Body, Reply, request_images, split_words
 
@@ -47,8 +47,9 @@ class RecordedRequest:
 
     @property
     def is_chat(self) -> bool:
-        """Whether this is a chat request (either protocol)."""
-        return self.path.split("?", 1)[0] in CHAT_PATHS
+        """Whether this is a chat request (any protocol, Azure's deployment paths too)."""
+        path = self.path.split("?", 1)[0]
+        return path in CHAT_PATHS or AZURE_CHAT.match(path) is not None
 
     @property
     def images(self) -> list[bytes]:
