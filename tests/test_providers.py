@@ -214,3 +214,23 @@ def test_thinking_and_no_cache_flags_reach_the_anthropic_request(ip, server, tmp
     assert "cache_control" not in str(sent)
     with pytest.raises(UsageError, match="thinking is a budget of 1024 tokens or more"):
         ip.run_line_magic("chat", "--thinking 10 again")
+
+
+@pytest.mark.parametrize("provider", ["openai", "ollama"])
+def test_the_cache_switch_is_not_sent_where_it_means_nothing(scripted_server, provider):
+    url = scripted_server.url if provider == "openai" else scripted_server.ollama_url
+    client = LLMClient(resolve(base_url=url, provider=provider, model="scripted-small"))
+    list(client.stream(MESSAGES, model="scripted-small", options={"prompt_cache": False}))
+    assert "prompt_cache" not in str(scripted_server.chat_requests[-1].body)
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "azure"])
+def test_models_in_a_cell_on_each_provider(ip, server, capsys, provider):
+    url = server.anthropic_url if provider == "anthropic" else server.ollama_url
+    ip.run_line_magic("env", f"NBCHAT_BASE_URL={url}")
+    ip.run_line_magic("env", f"NBCHAT_PROVIDER={provider}")
+    ip.run_line_magic("env", "NBCHAT_MODEL=scripted-small")
+    ip.run_line_magic("chat", "--models")
+    shown = capsys.readouterr().out
+    assert "scripted-small" in shown
+    assert ("scripted-large" in shown) == (provider == "anthropic")  # Azure: the deployment

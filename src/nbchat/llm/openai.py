@@ -61,7 +61,8 @@ class OpenAIProvider:
         if tools:
             body["tools"] = list(tools)
         for key, value in (options or {}).items():
-            if key not in body and not (key == "tool_choice" and not tools):
+            skipped = key == "prompt_cache" or (key == "tool_choice" and not tools)
+            if key not in body and not skipped:  # prompt_cache: Anthropic's switch
                 body[key] = value
         return body
 
