@@ -244,6 +244,13 @@ def test_a_key_the_endpoint_echoes_never_reaches_the_error(scripted_server):
     assert key not in str(caught.value) and key not in repr(vars(caught.value))
 
 
+def test_key_headers_quoted_back_are_redacted_whoever_sent_them():
+    from nbchat.llm._http import redact
+
+    assert redact("got x-api-key: sk-other-0123456789 and api-key: 0123456789abcdef") == (
+        "got x-api-key: [redacted] and api-key: [redacted]")  # fmt: skip
+
+
 def test_overloaded_529_is_retried_like_a_rate_limit(scripted_server):
     scripted_server.script(Reply(status=529, times=2), Reply("Back."))
     events = list(client_for(scripted_server, retry_budget=5.0).stream(MESSAGES,

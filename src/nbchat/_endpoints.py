@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .config import ANTHROPIC_URL, GEMINI_HOST, Settings, redact_url
-from .errors import EndpointMismatch
+from .errors import EndpointMismatch, LLMError
 
 GEMINI_URL = f"https://{GEMINI_HOST}/v1beta/openai"
 # Model name prefixes only one provider serves under that name (gateways list them as they are).
@@ -54,7 +54,7 @@ def check_model(model: str, settings: Settings, offered: Callable[[], list[str]]
     try:
         if model in offered():
             return
-    except Exception:  # an endpoint that cannot list is no proof it serves the model
+    except LLMError:  # an endpoint that cannot list is no proof it serves the model
         pass
     raise EndpointMismatch(
         f"model {model!r} is served by {NAMES[owner]}, but this session talks to "
