@@ -234,3 +234,11 @@ def test_models_in_a_cell_on_each_provider(ip, server, capsys, provider):
     shown = capsys.readouterr().out
     assert "scripted-small" in shown
     assert ("scripted-large" in shown) == (provider == "anthropic")  # Azure: the deployment
+
+
+def test_the_config_examples_run():
+    import doctest
+
+    from nbchat import config
+
+    assert doctest.testmod(config).attempted and not doctest.testmod(config).failed
