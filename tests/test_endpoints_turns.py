@@ -282,7 +282,7 @@ def test_the_cell_says_why_an_answer_stopped_and_what_was_left_out(ip):
     with capture_output() as cap:
         result = render_turn(events, mode="final")
     assert cap.outputs[-1].data["text/plain"] == (
-        "One two\n\n✂️ stopped at the 2-token limit — `%chat --continue` to go on\n\n"
+        "One two\n\n… stopped at the 2-token limit — `%chat --continue` to go on\n\n"
         "ℹ️ 12 earlier turns were left out of the request to fit the model's 4,096-token "
         "context (the thread keeps them)"
     )

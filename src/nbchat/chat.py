@@ -43,6 +43,7 @@ from .errors import (
 )
 from .events import (
     Event,
+    RanCode,
     ReasoningDelta,
     TextDelta,
     ToolCallAbandoned,
@@ -853,7 +854,7 @@ class Chat(_Engine):
         turn = self.store.claim_call(
             thread_id, call.turn, call.call_id, output=output, answer=record
         )
-        shown = ""
+        shown: str | RanCode = ""
         if acts:
             output, turn = self._act_on_answer(call, tool, answer)
             shown = tool.shown_output(call.arguments, answer)
