@@ -17,7 +17,6 @@ from __future__ import annotations
 import atexit
 import fnmatch
 import os
-import re
 import threading
 import time
 import weakref
@@ -28,7 +27,7 @@ from typing import Any
 from . import _endpoints, markup
 from ._endings import fit_history, refit_history, request_tokens
 from ._secrets import remember
-from ._titles import clean_title
+from ._titles import clean_title, names_something, question_title
 from ._turn import NullRecorder, TurnSpec, run_turn
 from .config import ENV_TOOLLESS_MODELS, Settings, resolve
 from .context import as_items
@@ -39,12 +38,14 @@ from .errors import (
     NbchatError,
     NoPendingCall,
     StoreCorrupt,
+    StreamCutOff,
     TurnInterrupted,
 )
 from .events import (
     Event,
     RanCode,
     ReasoningDelta,
+    ReplyFinished,
     TextDelta,
     ToolCallAbandoned,
     ToolCallPending,
@@ -391,6 +392,19 @@ class _Engine:
         """NBCHAT_OPTIONS, then this object's options, then ``layers`` (thread, call)."""
         return merge_options(env_options(), self.options, *layers)
 
+    def _is_small(self, model: str) -> bool:
+        """Whether ``model`` is too small for tools and titles.
+
+        The bundled model, a model named in ``NBCHAT_TOOLLESS_MODELS``, or one
+        whose server says its chat template has no tools.
+        """
+        if self.llm.settings.origin == "local" or model == BUNDLED_ALIAS:
+            return True
+        patterns = os.environ.get(ENV_TOOLLESS_MODELS, "").split(",")
+        if any(fnmatch.fnmatch(model, p.strip()) for p in patterns if p.strip()):
+            return True
+        return self.llm.template_has_tools() is False  # the server says: never taught tools
+
     def _offered(self, model: str, builtin: bool | None = None) -> Toolbox:
         """The tools offered in a turn: the user's, and the built-ins where they help.
 
@@ -400,13 +414,7 @@ class _Engine:
         if builtin is None:
             builtin = self.builtin_tools
         if builtin is None:
-            patterns = os.environ.get(ENV_TOOLLESS_MODELS, "").split(",")
-            toolless = (
-                model == BUNDLED_ALIAS
-                or any(fnmatch.fnmatch(model, p.strip()) for p in patterns if p.strip())
-                or self.llm.template_has_tools() is False  # the server says: never taught tools
-            )
-            builtin = self.llm.settings.origin != "local" and not toolless
+            builtin = not self._is_small(model)
         return Toolbox([*(BUILTIN_CLIENT_TOOLS if builtin else ()), *self.user_tools])
 
     def _spec(
@@ -623,16 +631,21 @@ class Chat(_Engine):
                 raise event.error
 
     def get_thread_title(self, thread_id: int) -> str:
-        """Ask the model for a 3–5 word title (first words of the first query if it fails).
+        """Ask the model for a 3–5 word title (the question's own words if that fails).
 
         A reply longer than ``TITLE_MAX_CHARS`` or slower than ``TITLE_SECONDS``
-        counts as failed: the request is closed there.
+        counts as failed: the request is closed there. A reply that names
+        nothing ("3 to 5") is not a title, and small models (see
+        :meth:`_is_small`) are not asked: their titles read worse than the
+        question and would hold up its answer on a one-slot server.
         """
         thread = self.store.get(thread_id)
         if not thread.turns:
             raise InputError(f"thread {thread_id} has no turns to title yet; ask something first")
         first = next((t for t in thread.turns if t.answer.strip()), thread.turns[0])
-        fallback = _first_words(thread.turns[0].query)
+        fallback = question_title(thread.turns[0].query)
+        if self._is_small(thread.model):
+            return fallback
         messages = [
             {"role": "system", "content": TITLE_PROMPT},
             {"role": "user", "content": first.query[:2000]},
@@ -641,25 +654,50 @@ class Chat(_Engine):
         ]
         options = merge_options(_provider_only(self._options(_thread_options(thread))),
                                 TITLE_OPTIONS)  # fmt: skip
+        for _attempt in range(2):  # a stream the server cut short is asked once more
+            try:
+                reply = self._title_reply(messages, thread.model, options)
+            except StreamCutOff:
+                continue
+            except NbchatError:
+                return fallback
+            if reply is None:
+                return fallback
+            title = _clean_title(reply)
+            return title if title and names_something(title) else fallback
+        return fallback
+
+    def _title_reply(
+        self, messages: list[dict[str, Any]], model: str, options: Mapping[str, Any]
+    ) -> str | None:
+        """The model's whole reply to a title request; None when it ran too long or too slow.
+
+        A reply that ends with no finish reason was cut by the server (as
+        llama-cpp-python does when the next question arrives): StreamCutOff.
+        """
         stop = StopSignal()
         deadline = stop.set_after(TITLE_SECONDS)
-        events = self.llm.stream(messages, model=thread.model, options=options, stop=stop)
+        events = self.llm.stream(messages, model=model, options=options, stop=stop)
         parts: list[str] = []
-        size = 0
+        size, finished = 0, False
         try:
             for event in events:
                 if type(event) is TextDelta or type(event) is ReasoningDelta:
                     size += len(event.text)
                     if size > TITLE_MAX_CHARS:
-                        return fallback
+                        return None
                     if type(event) is TextDelta:
                         parts.append(event.text)
-        except NbchatError:
-            return fallback
+                elif type(event) is ReplyFinished:
+                    finished = event.finish_reason is not None
         finally:
             deadline.cancel()
             events.close()  # an unfinished reply closes its connection
-        return fallback if stop.is_set() else _clean_title("".join(parts)) or fallback
+        if stop.is_set():
+            return None
+        if not finished:
+            raise StreamCutOff("the title reply ended before the endpoint said it was done")
+        return "".join(parts)
 
     # -- beyond the source ----------------------------------------------------
     def threads(self) -> list[ThreadInfo]:
@@ -942,7 +980,8 @@ class Chat(_Engine):
             try:
                 yield from run_turn(spec)
             finally:  # after the front end has shown the answer: the title does not compete
-                if recorder.status == "complete" and not thread.title:
+                answered = recorder.status in ("complete", "incomplete")
+                if answered and not thread.title:
                     self._titles.start(self, thread.id)
 
         return Answer.streaming(events(), stop)
@@ -1150,11 +1189,6 @@ def _check_text(value: object, what: str) -> None:
         raise InputError(f"the {what} must be text (str), got {type(value).__name__}")
     if not value.strip():
         raise InputError(f"the {what} is empty; type something to ask")
-
-
-def _first_words(text: str, count: int = 5) -> str:
-    words = re.findall(r"[\w'’+-]+", text)
-    return " ".join(words[:count]) or "Untitled"
 
 
 def _clean_title(text: str) -> str:
