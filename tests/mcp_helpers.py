@@ -25,7 +25,7 @@ NO_NPM = (
 )
 
 
-def test_server(**entry: Any) -> dict[str, Any]:
+def server_entry(**entry: Any) -> dict[str, Any]:
     """A stdio entry for ``python -m nbchat.testing.mcp_server`` (this worktree's nbchat)."""
     args = ["-m", "nbchat.testing.mcp_server", *entry.pop("extra_args", [])]
     env = {"PYTHONPATH": SRC, **entry.pop("env", {})}
@@ -48,6 +48,7 @@ def npm_server(package: str, *args: str) -> dict[str, Any]:
         pytest.skip(NO_NPM)
     node = shutil.which("node")
     assert node is not None, "node is not on PATH"
-    main = Path(NODE_MODULES) / package / "dist" / "index.js"
-    assert main.is_file(), f"{main} is missing; rerun .ci/run"
-    return {"command": node, "args": [str(main), *args]}
+    folder = Path(NODE_MODULES) / "@modelcontextprotocol" / package
+    assert (folder / "package.json").is_file(), f"{folder} is missing; rerun .ci/run"
+    (main,) = json.loads((folder / "package.json").read_text())["bin"].values()
+    return {"command": node, "args": [str(folder / main), *args]}

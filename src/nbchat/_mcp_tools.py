@@ -111,7 +111,8 @@ def as_text(result: McpResult, budget: int = RESULT_BUDGET) -> str:
     if result.structured is not None and not parts:
         parts.append(json.dumps(result.structured, ensure_ascii=False, default=str))
     for mime, data in result.images:
-        parts.append(f"(an image, {mime}, {len(data) * 3 // 4:,} bytes; not sent to the model)")
+        size = len(data) * 3 // 4 - data[-2:].count("=")
+        parts.append(f"(an image, {mime}, {size:,} bytes; not sent to the model)")
     text = "\n".join(parts) or "(the tool returned nothing)"
     if result.is_error:
         text = f"error: the tool reported an error: {text}"

@@ -123,11 +123,9 @@ class _Server:
         if self.state != "running" or session is None:
             raise self._error(f"is not running ({self.error or self.state})")
         timeout = self.config.timeout
-        future = asyncio.run_coroutine_threadsafe(
-            session.call_tool(tool, arguments, read_timeout_seconds=timeout), self.loop
-        )
+        future = asyncio.run_coroutine_threadsafe(session.call_tool(tool, arguments), self.loop)
         try:
-            result = future.result(timeout + START_GRACE)
+            result = future.result(timeout)
         except KeyboardInterrupt:
             future.cancel()
             raise
@@ -224,6 +222,7 @@ class SessionServers:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._warned = False
+        self._at_exit = False
 
     def tools(self, names: Iterable[str], config: McpConfig | None = None) -> list[ToolInfo]:
         """The tools of the servers ``names``, starting those that do not run (all at once)."""
@@ -259,13 +258,17 @@ class SessionServers:
         """Stop every server and the loop (at interpreter exit)."""
         with self._lock:
             servers, self._servers = list(self._servers.values()), {}
-        threads = [threading.Thread(target=server.stop, daemon=True) for server in servers]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(10)
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
+        stopping = [threading.Thread(target=server.stop, daemon=True) for server in servers]
+        for stopper in stopping:  # at once: each may wait seconds for its process to exit
+            stopper.start()
+        for stopper in stopping:
+            stopper.join(10)
+        loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(5)
+            if not thread.is_alive():
+                loop.close()
 
     def _server(self, config: ServerConfig) -> _Server:
         with self._lock:
@@ -278,7 +281,8 @@ class SessionServers:
                     target=self._loop.run_forever, name="nbchat-mcp", daemon=True
                 )
                 self._thread.start()
-                atexit.register(self.close)
+                if not self._at_exit:
+                    self._at_exit = atexit.register(self.close) is not None
             server = _Server(config, self._loop)
             self._servers[config.name] = server
         if found is not None:  # its configuration changed: the old process goes
