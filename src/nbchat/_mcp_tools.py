@@ -161,6 +161,37 @@ def mcp_tools(selection: Selection, servers: SessionServers | None = None) -> li
     return tools
 
 
+def overview(servers: SessionServers | None = None) -> str:
+    """Every configured server, its state and tools, as plain text (starting the servers)."""
+    from ._mcp_config import admin_config_paths, user_config_path
+
+    config = load_config()
+    files = [user_config_path(), *admin_config_paths()]
+    if not config.servers and not config.refused:
+        where = " or ".join(str(path) for path in files)
+        return f"No MCP servers are configured; add them to {where} (see the README)."
+    servers = servers or session_servers()
+    lines = []
+    if not config.enabled:
+        lines.append(f"MCP is switched off here ({config.off_by}); no server starts.")
+    tools = {tool.name: tool for tool in mcp_tools(None, servers)} if config.enabled else {}
+    for status in servers.status(config):
+        server = status.config
+        state = status.state + (f": {status.error}" if status.error else "")
+        lines.append(f"{server.name}  {state} · {server.transport} {server.target} · "
+                     f"approve {server.effective_approve} · from {server.source}")
+        if status.log:
+            lines.append(f"    log: {status.log}")
+        for info in status.tools:
+            tool = tools.get(info.exposed)
+            how = "left out" if tool is None else ("asks" if tool.asks else "runs at once")
+            said = " ".join(info.description.split())[:60]
+            lines.append(f"    {info.exposed:<28} {how:<12} {info.name!r}: {said}")
+    for name, why in config.refused.items():
+        lines.append(f"{name}  refused: {why}")
+    return "\n".join(lines)
+
+
 def mcp_tool_named(name: str) -> McpTool | None:
     """The tool ``server__tool`` of any configured server (to answer a saved call), or None."""
     server = name.split("__", 1)[0]
