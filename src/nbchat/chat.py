@@ -380,6 +380,7 @@ class _Engine:
         self.permissions = frozenset(permissions)
         self.max_tool_rounds = max_tool_rounds
         self.mcp = mcp
+        self.instructions = ""  # project instructions added to every turn's system prompt
         self._llm: LLMClient | None = None
 
     @property
@@ -415,6 +416,12 @@ class _Engine:
             builtin = self.llm.settings.origin != "local" and not toolless
         servers = mcp_tools(self.mcp if mcp is None else mcp)
         return Toolbox([*(BUILTIN_CLIENT_TOOLS if builtin else ()), *self.user_tools, *servers])
+
+    def _with_instructions(self, history: ChatHistory) -> ChatHistory:
+        """``history`` whose system prompt ends with the project instructions, if any."""
+        if self.instructions:
+            history.system = "\n\n".join(p for p in (history.system, self.instructions) if p)
+        return history
 
     def _client_tool(self, name: str) -> ClientTool:
         """The client tool that answers a saved call: offered here, or an MCP server's."""
@@ -468,7 +475,7 @@ class _Engine:
                 f"history must be a ChatHistory, got {type(history).__name__}; "
                 f"build one with nbchat.ChatHistory()"
             )
-        context = history.copy()
+        context = self._with_instructions(history.copy())
         context.chat_as_user(question, context=as_items(attached))
         model = model or self.llm.default_model()
         spec = self._spec(
@@ -925,7 +932,8 @@ class Chat(_Engine):
             builtin = (thread.settings or {}).get("builtin_tools")
             recorder = ThreadRecorder(self.store, thread.id, turn)
             spec = self._spec(
-                history, model, options, self._offered(model, builtin, mcp),
+                self._with_instructions(history), model, options,
+                self._offered(model, builtin, mcp),
                 tool_context=ToolContext(self.user, thread.user, self.permissions, thread.id),
                 recorder=recorder, thread_id=thread.id, turn=turn,
                 messages=list(messages or []), text=text, stop=stop,

@@ -131,6 +131,12 @@ class ChatMagics(Magics):
         help="When code the model wants to run needs your yes: 'always', 'risky' (all code "
         "but what the allowlist proves harmless) or 'never-ask'. NBCHAT_MAX_APPROVAL caps it.",
     ).tag(config=True)
+    instructions = CaselessStrEnum(
+        ("auto", "off"), None, allow_none=True,
+        help="'auto': add the nearest AGENTS.md or .nbchat.md (the notebook's folder or a "
+        "parent up to your home folder, only from folders only you can write) to the system "
+        "prompt; 'off'; None: NBCHAT_INSTRUCTIONS, else off.",
+    ).tag(config=True)
     context_budget = Int(
         2000, help="Tokens each @name (or --figure, --fix) description may take at most."
     ).tag(config=True)
@@ -478,10 +484,13 @@ class ChatMagics(Magics):
         self._use_agent = bool(opts.agent or self.agent)
         chat = self.chat
         options = _flag_options(opts)
-        if items:
+        found = self._instructions()
+        chat.instructions = found.system_text() if found is not None else ""
+        if items or found is not None:
             from .context import context_line
 
-            print(context_line(items))
+            shown = [context_line(items)] if items else []
+            print("; ".join(shown + ([found.summary] if found is not None else [])))
         if opts.history is not None:
             if opts.thread is not None or opts.new:
                 raise UsageError("-H asks with a ChatHistory, not in a thread: drop -t/-n")
@@ -505,6 +514,19 @@ class ChatMagics(Magics):
         if opts.code:
             self._code_to_next_cell(result.text)
         return result
+
+    def _instructions(self) -> Any:
+        """The project instructions for this question, when the person opted in."""
+        from .config import ENV_INSTRUCTIONS
+
+        setting = self.instructions or os.environ.get(ENV_INSTRUCTIONS, "").strip().lower()
+        if setting != "auto":
+            return None
+        from .instructions import find_instructions
+
+        notebook = os.environ.get("JPY_SESSION_NAME", "")
+        folder = Path(notebook).parent if os.path.isabs(notebook) else Path.cwd()
+        return find_instructions(folder)
 
     @staticmethod
     def _shown(result: RenderResult) -> RenderResult:
