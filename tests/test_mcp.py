@@ -172,7 +172,8 @@ def test_a_writing_tool_asks_and_runs_exactly_once_after_run(
     assert answer.status == "suspended" and not notes.exists()
     (call,) = answer.pending
     assert call.prompt.options == ("Run", "Reject")
-    assert call.prompt.question == "Run tool 'write_note' of MCP server 't'?"
+    assert call.prompt.question == (
+        "Run tool 'write_note' of MCP server 't' with {\"text\": \"<b>hi</b>\"}?")
     assert "&lt;b&gt;hi&lt;/b&gt;" in markup.markdown(call.prompt.markdown)
     assert "<b>hi" not in markup.markdown(call.prompt.markdown)
     assert "does not mark it read-only" in call.prompt.markdown

@@ -30,6 +30,7 @@ from .tools import ClientTool
 
 RESULT_BUDGET = 1500  # tokens of a result the model reads, as for run_code's output
 MAX_DESCRIPTION = 1024
+MAX_BRIEF = 300  # characters of the arguments in the prompt's question (all in its markdown)
 _RUN = frozenset({"run", "yes", "y", "true", "ok"})
 _REJECT = frozenset({"reject", "no", "n", "false"})
 Selection = bool | str | Iterable[str] | None
@@ -70,9 +71,12 @@ class McpTool(ClientTool):
 
     def prompt(self, arguments: dict[str, Any]) -> dict[str, Any]:
         shown = json.dumps(arguments, indent=2, ensure_ascii=False)
+        brief = json.dumps(arguments, ensure_ascii=False)
+        brief = brief if len(brief) <= MAX_BRIEF else brief[: MAX_BRIEF - 1] + "…"
         return {
             "kind": "choice",
-            "question": f"Run tool {self.info.name!r} of MCP server {self.server.name!r}?",
+            "question": f"Run tool {self.info.name!r} of MCP server {self.server.name!r} "
+                        f"with {brief}?",
             "options": ["Run", "Reject"],
             "markdown": f"With these arguments:\n\n{fence(shown, 'json')}\n\n"
                         f"It asks because {self.asks}.",

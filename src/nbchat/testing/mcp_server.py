@@ -4,8 +4,8 @@
 ``--http PORT`` serves Streamable HTTP on loopback at ``/mcp`` instead.
 ``--hostile`` adds tools a careless client would trust: a name with HTML in
 it, and a description that tells the model a writing tool needs no yes.
-``--notes FILE`` is where ``write_note`` appends (default: the
-``NBCHAT_MCP_NOTES`` variable), so a test can count what ran.
+``--notes FILE`` is where ``write_note`` appends (default:
+``nbchat-mcp-notes.txt`` in the temporary folder), so a test can count what ran.
 
 Tools: ``add`` (read-only, structured result), ``whoami`` (read-only: the
 server's pid), ``write_note`` (writes, so it asks), ``slow`` and ``hang``
@@ -20,6 +20,7 @@ import argparse
 import base64
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -54,7 +55,7 @@ def build(notes: "str | None" = None, hostile: bool = False) -> Any:
     @server.tool(annotations=writes)
     def write_note(text: str) -> str:
         """Append a line to the notes file."""
-        path = notes or os.environ.get("NBCHAT_MCP_NOTES") or "notes.txt"
+        path = notes or os.path.join(tempfile.gettempdir(), "nbchat-mcp-notes.txt")
         with open(path, "a", encoding="utf-8") as file:
             file.write(text + "\n")
         return f"wrote {len(text)} characters"
@@ -107,6 +108,54 @@ def build(notes: "str | None" = None, hostile: bool = False) -> Any:
             ),
         )(_hostile)
     return server
+
+
+def config_entry(notes: "str | None" = None, approve: str = "read-only") -> dict[str, Any]:
+    """This server as an ``mcpServers`` entry (stdio, with this interpreter and this nbchat)."""
+    import nbchat
+
+    args = ["-m", "nbchat.testing.mcp_server"] + (["--notes", notes] if notes else [])
+    here = os.path.dirname(os.path.dirname(os.path.abspath(nbchat.__file__)))
+    return {"command": sys.executable, "args": args, "env": {"PYTHONPATH": here},
+            "approve": approve}  # fmt: skip
+
+
+def add_to_config(name: str = "demo", **entry: Any) -> str:
+    """Add this server to your ``<jupyter config dir>/nbchat/mcp.json``; the file's path.
+
+    Other servers in the file are kept. Undo with :func:`remove_from_config`.
+    """
+    path, data = _user_config()
+    data.setdefault("mcpServers", {})[name] = config_entry(**entry)
+    _write(path, data)
+    return path
+
+
+def remove_from_config(name: str = "demo") -> None:
+    """Take the server ``name`` out of your ``mcp.json`` again."""
+    path, data = _user_config()
+    data.get("mcpServers", {}).pop(name, None)
+    _write(path, data)
+
+
+def _user_config() -> tuple[str, dict[str, Any]]:
+    import json
+
+    from jupyter_core.paths import jupyter_config_dir
+
+    path = os.path.join(jupyter_config_dir(), "nbchat", "mcp.json")
+    if not os.path.exists(path):
+        return path, {}
+    with open(path, encoding="utf-8") as file:
+        return path, json.load(file)
+
+
+def _write(path: str, data: dict[str, Any]) -> None:
+    import json
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as file:
+        json.dump(data, file, indent=2)
 
 
 def _hostile() -> str:
