@@ -21,7 +21,7 @@ import pytest
 from mcp_helpers import SRC, npm_server, server_entry, write_config
 from nbchat import Chat, markup
 from nbchat._mcp_config import load_config
-from nbchat._mcp_tools import mcp_tools
+from nbchat._mcp_tools import mcp_tools, servers_line
 from nbchat.errors import AlreadyAnswered, ConfigError, InputError
 from nbchat.events import ToolResult
 from nbchat.mcpservers import session_servers, tool_name
@@ -314,6 +314,16 @@ def test_chat_mcp_chooses_servers_and_off_starts_nothing(configure, scripted_ser
         chat.ask(chat.new_thread(), "hi", mcp="nope")
 
 
+def test_the_line_for_a_front_end_says_whose_tools_the_next_question_may_use(configure):
+    configure(other={"command": "true"})
+    assert servers_line() == "MCP tools: t (not started yet), other (not started yet)"
+    assert [s.state for s in session_servers().status()] == ["not started", "not started"]
+    mcp_tools("t")
+    assert servers_line(["t"]) == "MCP tools: t (running, 10 tools)"
+    assert servers_line("off") == ""
+    assert servers_line("nope").startswith("MCP tools: no MCP server named 'nope'")
+
+
 # -- transports and secrets --------------------------------------------------------------------
 def free_port() -> int:
     with socket.socket() as sock:
@@ -355,7 +365,7 @@ def test_servers_are_stopped_when_the_interpreter_exits(configure, tmp_path):
     configure()
     script = textwrap.dedent("""
         import json
-        from nbchat._mcp_tools import mcp_tools
+        from nbchat._mcp_tools import mcp_tools, servers_line
         (whoami,) = [t for t in mcp_tools(None) if t.name == "t__whoami"]
         print(json.loads(whoami.get_tool_output({}, "run"))["pid"], flush=True)
     """)

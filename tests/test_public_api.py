@@ -8,7 +8,8 @@ import sys
 import nbchat
 
 CORE = ["nbchat", "nbchat.chat", "nbchat.store", "nbchat.history", "nbchat.tools",
-        "nbchat.llm", "nbchat.config", "nbchat.events", "nbchat.errors", "nbchat.testing"]
+        "nbchat.llm", "nbchat.config", "nbchat.events", "nbchat.errors", "nbchat.testing",
+        "nbchat.mcpservers", "nbchat.instructions", "nbchat._mcp_tools"]
 
 
 def test_all_is_sorted_complete_and_importable():

@@ -165,6 +165,30 @@ def mcp_tools(selection: Selection, servers: SessionServers | None = None) -> li
     return tools
 
 
+def servers_line(selection: Selection = None, servers: SessionServers | None = None) -> str:
+    """One line saying whose tools the next question may use (starts nothing); empty if none.
+
+    For a front end to show beside its input (through :mod:`nbchat.markup`, as
+    all text): ``MCP tools: files (running, 12 tools), tracker (not started yet)``.
+    """
+    config = load_config()
+    try:
+        names = selected_servers(selection, config)
+    except (ConfigError, InputError) as error:
+        return f"MCP tools: {error}"
+    if not names:
+        return ""
+    status = {s.config.name: s for s in (servers or session_servers()).status(config)}
+    parts = []
+    for name in names:
+        found = status[name]
+        state: str = "not started yet" if found.state == "not started" else found.state
+        if found.state == "running":
+            state = f"running, {len(found.tools)} tools"
+        parts.append(f"{name} ({state})")
+    return "MCP tools: " + ", ".join(parts)
+
+
 def overview(servers: SessionServers | None = None) -> str:
     """Every configured server, its state and tools, as plain text (starting the servers)."""
     from ._mcp_config import admin_config_paths, user_config_path
