@@ -7,6 +7,7 @@ or an administrator configures them.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import socket
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import nbchat
 from mcp_helpers import SRC, npm_server, server_entry, write_config
 from nbchat import Chat, markup
 from nbchat._mcp_config import load_config
@@ -297,6 +299,34 @@ def test_a_server_that_cannot_start_is_one_note_and_the_turn_goes_on(
     assert "going on without its tools" in note
     assert offered(scripted_server)[0] == "t__add"
     assert not any(name.startswith("broken__") for name in offered(scripted_server))
+
+
+def test_questions_asking_at_once_share_one_server_process(configure):
+    configure()
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        lists = list(pool.map(lambda _: mcp_tools(None), range(4)))
+    whoami = [next(t for t in tools if t.name == "t__whoami") for tools in lists]
+    pids = {json.loads(tool.get_tool_output({}, "run"))["pid"] for tool in whoami}
+    assert len(pids) == 1
+
+
+def test_a_tool_of_your_own_wins_over_a_servers_of_the_same_name(
+    configure, scripted_server, tmp_path
+):
+    configure()
+
+    @nbchat.tool(name="t__add")
+    def mine(a: int, b: int) -> int:
+        """Add, my way."""
+        return 1000
+
+    scripted_server.script(Reply(when="sum", tool_calls=[("t__add", {"a": 1, "b": 2})]),
+                           Reply("Done.", after_tool="t__add"))  # fmt: skip
+    chat = Chat(base_url=scripted_server.url, store=tmp_path / "s", tools=[mine],
+                builtin_tools=False)  # fmt: skip
+    chat.ask(chat.new_thread(), "sum")
+    assert tool_messages(scripted_server) == ["1000"]
+    assert offered(scripted_server).count("t__add") == 1
 
 
 # -- choosing servers -------------------------------------------------------------------------

@@ -414,8 +414,10 @@ class _Engine:
                 fnmatch.fnmatch(model, p.strip()) for p in patterns if p.strip()
             )
             builtin = self.llm.settings.origin != "local" and not toolless
-        servers = mcp_tools(self.mcp if mcp is None else mcp)
-        return Toolbox([*(BUILTIN_CLIENT_TOOLS if builtin else ()), *self.user_tools, *servers])
+        offered = [*(BUILTIN_CLIENT_TOOLS if builtin else ()), *self.user_tools]
+        names = {getattr(item, "name", None) or getattr(item, "__name__", None) for item in offered}
+        servers = [t for t in mcp_tools(self.mcp if mcp is None else mcp) if t.name not in names]
+        return Toolbox([*offered, *servers])  # a tool of your own wins over a server's
 
     def _with_instructions(self, history: ChatHistory) -> ChatHistory:
         """``history`` whose system prompt ends with the project instructions, if any."""

@@ -95,15 +95,16 @@ class _Server:
         self._session: Any = None
         self._stop: asyncio.Event | None = None
         self._task: concurrent.futures.Future[None] | None = None
+        self._ready: concurrent.futures.Future[tuple[ToolInfo, ...]] | None = None
         self._lock = threading.Lock()
 
     def start(self) -> concurrent.futures.Future[tuple[ToolInfo, ...]]:
-        """Start the server unless it runs; a future of its tools."""
-        ready: concurrent.futures.Future[tuple[ToolInfo, ...]] = concurrent.futures.Future()
+        """Start the server unless it runs or is starting; a future of its tools."""
         with self._lock:
-            if self.state == "running":
-                ready.set_result(self.tools)
-                return ready
+            if self._ready is not None and (self.state == "running" or not self._ready.done()):
+                return self._ready  # one process, however many questions ask at once
+            ready: concurrent.futures.Future[tuple[ToolInfo, ...]] = concurrent.futures.Future()
+            self._ready = ready
             self._task = asyncio.run_coroutine_threadsafe(self._serve(ready), self.loop)
         return ready
 
@@ -144,7 +145,7 @@ class _Server:
         """Close the session and stop the process (the SDK's shutdown: stdin, TERM, KILL)."""
         with self._lock:
             stop, task = self._stop, self._task
-            self._session, self._stop, self._task = None, None, None
+            self._session, self._stop, self._task, self._ready = None, None, None, None
             if self.state == "running":
                 self.state = "stopped"
         if stop is not None:
