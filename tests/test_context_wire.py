@@ -143,3 +143,23 @@ def test_the_official_clients_send_images_the_scripted_server_records(scripted_s
         client.close()
     assert answer.message.content.startswith('You asked: "And this?" and attached 1 image.')
     assert scripted_server.chat_requests[-1].images == [png]
+
+
+def test_context_without_an_image_is_sent_as_one_string(scripted_server, items):
+    """Local chat templates join only strings: parts are for images alone."""
+    df, _ = items
+    scripted_server.script(Reply("Seen."))
+    message = {"role": "user", "content": "Why?", "context": [df.to_dict()]}
+    assert stream(scripted_server, "openai", [message]) == "Seen."
+    sent = scripted_server.chat_requests[-1].messages[0]["content"]
+    assert sent == (
+        f"Why?\n\n{CONTEXT_NOTE}\n\n"
+        f'<context name="df" kind="DataFrame 2×2">\n{df.text}\n</context>'
+    )
+
+
+def test_text_only_content_parts_from_a_history_are_joined(scripted_server):
+    scripted_server.script(Reply("Seen."))
+    parts = [{"type": "text", "text": "One."}, {"type": "text", "text": "Two."}]
+    assert stream(scripted_server, "openai", [{"role": "user", "content": parts}]) == "Seen."
+    assert scripted_server.chat_requests[-1].messages[0]["content"] == "One.\n\nTwo."

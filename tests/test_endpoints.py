@@ -280,7 +280,10 @@ def test_an_overflow_names_the_context_size_and_is_not_retried():
         with pytest.raises(ContextOverflow) as caught:
             list(client.stream(long, model="scripted-small"))
         assert caught.value.context_size == 5
-        assert "NBCHAT_CONTEXT_SIZE" in str(caught.value)
+        assert caught.value.prompt_tokens == 7
+        # The endpoint said its size, so setting it cannot help: the advice is what can.
+        assert "NBCHAT_CONTEXT_SIZE" not in str(caught.value)
+        assert "attach less" in str(caught.value)
         assert len(server.chat_requests) == 1
 
 

@@ -15,13 +15,13 @@ from nbchat.context import CONTEXT_NOTE
 from nbchat.magics import load
 from nbchat.testing import Reply
 from shell_helpers import asked
+from wire_helpers import content_parts
 
 matplotlib.use("Agg")
 
 
 def parts(request: Any) -> list[dict[str, Any]]:
-    content = request.messages[-1]["content"]
-    return content if isinstance(content, list) else [{"type": "text", "text": content}]
+    return content_parts(request.messages[-1]["content"])
 
 
 def test_a_mention_attaches_the_object_apart_from_the_question(run, server):

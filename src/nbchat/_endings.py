@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .events import ToolCall
-from .history import ChatHistory, estimate_tokens
+from .history import ChatHistory, estimate_tokens, sent_tokens
 
 Ending = Literal["complete", "length", "incomplete"]
 COMPLETE_REASONS = frozenset({"stop", "tool_calls", "function_call", "end_turn", "eos"})
@@ -104,12 +104,23 @@ def fit_history(
     context_size: int | None,
     options: Mapping[str, Any],
     tools: Sequence[Mapping[str, Any]] | None = None,
+    scale: float = 1.0,
 ) -> Fitted:
-    """``history`` (system prompt, earlier turns, the question) cut to the context's window."""
+    """``history`` (system prompt, earlier turns, the question) cut to the context's window.
+
+    ``scale`` is the model's tokens per estimated token (see ``LLMClient.token_scale``).
+    """
     if not context_size:
         return Fitted(history.messages)
-    window = history.window(prompt_budget(context_size, options, tools))
+    window = history.window(int(prompt_budget(context_size, options, tools) / scale))
     return Fitted(window.history.messages, window.dropped_turns, context_size)
+
+
+def request_tokens(
+    messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None
+) -> int:
+    """The estimated prompt of a request: its messages and its tool schemas."""
+    return sent_tokens(messages) + (estimate_tokens(json.dumps(list(tools))) if tools else 0)
 
 
 def refit_history(
@@ -118,15 +129,22 @@ def refit_history(
     context_size: int | None,
     options: Mapping[str, Any],
     tools: Sequence[Mapping[str, Any]] | None = None,
+    prompt_tokens: int | None = None,
+    scale: float = 1.0,
 ) -> Fitted | None:
     """A smaller window after the endpoint refused ``sent`` as too long; None if none is smaller.
 
-    At most half of what was sent, and within the context the endpoint named.
+    Within the context the endpoint named; when it also said what ``sent`` took
+    (``prompt_tokens``), the estimate is scaled by its count, else halved.
     """
-    sent_tokens = sum(estimate_tokens(str(m.get("content") or "")) + 4 for m in sent)
-    budget = sent_tokens // 2
+    estimated = sent_tokens(sent)
+    budget = estimated // 2
     if context_size:
-        budget = min(budget, prompt_budget(context_size, options, tools))
+        fits = prompt_budget(context_size, options, tools)
+        if prompt_tokens and prompt_tokens > fits:
+            budget = fits * estimated // prompt_tokens
+        else:
+            budget = min(budget, int(fits / scale))
     window = history.window(budget)
     if len(window.history.messages) >= len(sent):
         return None

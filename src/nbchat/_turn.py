@@ -92,6 +92,8 @@ class TurnSpec:
     refit: Callable[[NbchatError], tuple[list[dict[str, Any]], int] | None] | None = None
     dropped_turns: int = 0  # earlier turns the context already leaves out
     context_size: int | None = None
+    # Told the endpoint's prompt token count of the turn's first request.
+    calibrate: Callable[[int], None] | None = None
     stop: StopSignal | None = None  # set from another thread: the turn ends as interrupted
 
 
@@ -155,6 +157,9 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
                     yield event
                 elif type(event) is UsageReported:
                     usage = _add(usage, event.usage)
+                    counted = event.usage.prompt_tokens
+                    if round_number == 0 and counted and spec.calibrate is not None:
+                        spec.calibrate(counted)
                     yield event
                 elif type(event) is ReplyFinished:
                     finish_reason, replied = event.finish_reason, True

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import markup
-from ._endings import fit_history, refit_history
+from ._endings import fit_history, refit_history, request_tokens
 from ._mcp_tools import Selection, mcp_tool_named, mcp_tools
 from ._secrets import remember
 from ._titles import clean_title
@@ -410,8 +410,10 @@ class _Engine:
             builtin = self.builtin_tools
         if builtin is None:
             patterns = os.environ.get(ENV_TOOLLESS_MODELS, "").split(",")
-            toolless = model == BUNDLED_ALIAS or any(
-                fnmatch.fnmatch(model, p.strip()) for p in patterns if p.strip()
+            toolless = (
+                model == BUNDLED_ALIAS
+                or any(fnmatch.fnmatch(model, p.strip()) for p in patterns if p.strip())
+                or self.llm.template_has_tools() is False  # the server says: never taught tools
             )
             builtin = self.llm.settings.origin != "local" and not toolless
         offered = [*(BUILTIN_CLIENT_TOOLS if builtin else ()), *self.user_tools]
@@ -444,20 +446,28 @@ class _Engine:
         """A TurnSpec whose context is the window of ``history`` that fits the model."""
         llm = self.llm
         tools = toolbox.schemas() or None
-        fitted = fit_history(history, llm.context_size(model, options), options, tools)
+        size = llm.context_size(model, options)
+        fitted = fit_history(history, size, options, tools, llm.token_scale(model))
 
         def refit(error: NbchatError) -> tuple[list[dict[str, Any]], int] | None:
             size = getattr(error, "context_size", None)
             if size:
                 llm.learn_context_size(model, size)
+            sent = getattr(error, "prompt_tokens", None)
+            if sent:
+                calibrate(sent)
             shorter = refit_history(history, spec.context, size or fitted.context_size,
-                                    options, tools)  # fmt: skip
+                                    options, tools, sent, llm.token_scale(model))  # fmt: skip
             return None if shorter is None else (shorter.messages, shorter.dropped_turns)
+
+        def calibrate(counted: int) -> None:
+            """Learn the model's tokens per estimated one from its count of this request."""
+            llm.learn_token_count(model, request_tokens(spec.context, tools), counted)
 
         spec = TurnSpec(
             llm=llm, model=model, context=fitted.messages, toolbox=toolbox, options=options,
             refit=refit, dropped_turns=fitted.dropped_turns, context_size=fitted.context_size,
-            max_rounds=self.max_tool_rounds, **fields,
+            max_rounds=self.max_tool_rounds, calibrate=calibrate if size else None, **fields,
         )  # fmt: skip
         return spec
 
@@ -480,9 +490,10 @@ class _Engine:
         context = self._with_instructions(history.copy())
         context.chat_as_user(question, context=as_items(attached))
         model = model or self.llm.default_model()
+        chosen, offered = self._options(check_options(options)), self._offered(model, mcp=mcp)
+        _check_tool_choice(chosen, offered)
         spec = self._spec(
-            context, model, self._options(check_options(options)),
-            self._offered(model, mcp=mcp),
+            context, model, chosen, offered,
             tool_context=ToolContext(self.settings.user, self.settings.user, self.permissions),
             recorder=HistoryRecorder(history, question) if update else NullRecorder(),
             suspendable=False, stop=StopSignal(),
@@ -742,10 +753,12 @@ class Chat(_Engine):
         call_options = check_options(options)
         thread = self.store.get(thread_id)
         model = Policy.from_env().model(model or thread.model) or thread.model  # before saving
+        chosen = self._options(_thread_options(thread), call_options)
+        builtin = (thread.settings or {}).get("builtin_tools")
+        _check_tool_choice(chosen, self._offered(model, builtin))
         abandoned = self._abandon_pending(thread)
         items = as_items(context)
         turn = self.store.start_turn(thread_id, query, model=model, context=items)
-        chosen = self._options(_thread_options(thread), call_options)
         self.store.update_turn(thread_id, turn, options=chosen)
         history = self._thread_history(thread, upto=len(thread.turns))
         history.chat_as_user(query, context=items)
@@ -1160,3 +1173,17 @@ def _first_words(text: str, count: int = 5) -> str:
 
 def _clean_title(text: str) -> str:
     return clean_title(text)
+
+
+def _check_tool_choice(options: Mapping[str, Any], toolbox: Toolbox) -> None:
+    """Refuse a tool choice naming a tool this turn does not offer, before anything is sent."""
+    choice = options.get("tool_choice")
+    if not isinstance(choice, Mapping):
+        return
+    name = (choice.get("function") or {}).get("name")
+    if name not in toolbox.names:
+        offered = ", ".join(toolbox.names) or "none"
+        raise InputError(
+            f"tool_choice names {name!r}, which is not offered in this turn (offered: "
+            f"{offered}); name one of those, or leave --tool-choice out"
+        )

@@ -145,7 +145,11 @@ class OptionRejected(ServerError, ValueError):
 
 
 class ContextOverflow(ServerError):
-    """The request is longer than the model's context (``.context_size`` when the endpoint said)."""
+    """The request is longer than the model's context.
+
+    ``.context_size`` and ``.prompt_tokens`` (what the request took) are set
+    when the endpoint said them.
+    """
 
     def __init__(
         self,
@@ -154,9 +158,11 @@ class ContextOverflow(ServerError):
         url: str | None = None,
         status: int | None = None,
         context_size: int | None = None,
+        prompt_tokens: int | None = None,
     ) -> None:
         super().__init__(message, url=url, status=status)
         self.context_size = context_size
+        self.prompt_tokens = prompt_tokens
 
 
 class MalformedStream(LLMError):

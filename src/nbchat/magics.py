@@ -484,6 +484,14 @@ class ChatMagics(Magics):
         self._use_agent = bool(opts.agent or self.agent)
         chat = self.chat
         options = _flag_options(opts)
+        if self._use_agent and chat.llm.template_has_tools() is False:
+            model = opts.model or chat.llm.default_model()
+            raise UsageError(
+                f"the model {model} cannot use tools (its chat template has none), so --agent "
+                f"cannot look at the notebook or run code: connect a model that can "
+                f"(%env NBCHAT_BASE_URL=… then %chat --key, or NBCHAT_LOCAL_MODEL=a larger "
+                f".gguf), or ask without --agent"
+            )
         found = self._instructions()
         chat.instructions = found.system_text() if found is not None else ""
         if items or found is not None:

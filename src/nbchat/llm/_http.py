@@ -49,7 +49,15 @@ _OVERFLOW = re.compile(
     r"too many tokens",
     re.IGNORECASE,
 )
-_CONTEXT_SIZE = re.compile(r"context[\w\s]*?\(?([\d,]+)\s*tokens", re.IGNORECASE)
+_CONTEXT_SIZE = re.compile(
+    r"context[\w\s]*?\(?([\d,]+)\s*tokens|context window of ([\d,]+)|> ([\d,]+) maximum",
+    re.IGNORECASE,
+)
+_PROMPT_TOKENS = re.compile(
+    r"(?:request|prompt|resulted in|messages)\D{0,20}?\(?([\d,]+)\s*tokens|"
+    r"requested tokens \(([\d,]+)\)",
+    re.IGNORECASE,
+)
 
 _clients: dict[tuple[str, float, float], httpx.Client] = {}
 _clients_lock = threading.Lock()
@@ -198,6 +206,12 @@ def send(
         sleep(delay)
 
 
+def _number(pattern: re.Pattern[str], detail: str) -> int | None:
+    found = pattern.search(detail)
+    digits = next((group for group in found.groups() if group), None) if found else None
+    return int(digits.replace(",", "")) if digits else None
+
+
 def _retryable(status: int, detail: str) -> bool:
     if status == 429 or status in (502, 503, 504):
         return True
@@ -213,14 +227,25 @@ def _status_error(
 ) -> LLMError:
     url, status = settings.base_url, response.status_code
     if status in (400, 413, 422, 500) and _OVERFLOW.search(detail):
-        size = _CONTEXT_SIZE.search(detail)
+        size, sent = _number(_CONTEXT_SIZE, detail), _number(_PROMPT_TOKENS, detail)
+        if size or settings.context_size:
+            # nbchat knew the size, so it already sent only what it thought would fit.
+            fix = (
+                "attach less to the question (a slice such as @df.head(50)), lower "
+                "--max-tokens, or start a new thread with %chat --new"
+            )
+        else:
+            fix = (
+                "nbchat sends fewer earlier turns when it knows the context size: set "
+                "NBCHAT_CONTEXT_SIZE, or start a new thread with %chat --new"
+            )
         return ContextOverflow(
             f"the conversation is longer than the model's context at {url} (HTTP {status}: "
-            f"{detail}); nbchat sends fewer earlier turns when it knows the context size: "
-            f"set NBCHAT_CONTEXT_SIZE, or start a new thread with %chat --new",
+            f"{detail}); {fix}",
             url=url,
             status=status,
-            context_size=int(size.group(1).replace(",", "")) if size else None,
+            context_size=size,
+            prompt_tokens=sent if sent != size else None,
         )
     rejected = _rejected_option(status, detail, options)
     if rejected:

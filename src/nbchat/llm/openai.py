@@ -12,7 +12,7 @@ import json.scanner
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ..context import content_parts, items_from_message
+from ..context import content_parts, flatten_text, items_from_message, message_content
 from ..errors import MalformedStream, ServerError, StreamCutOff
 from ..events import (
     ReasoningDelta,
@@ -143,13 +143,20 @@ class OpenAIProvider:
 
 
 def _to_openai(message: dict[str, Any]) -> dict[str, Any]:
-    """A message whose question carries context, as text and image content parts."""
+    """A message as sent: its context joined to its text, parts only where an image needs them."""
+    content = message.get("content")
     if "context" not in message:
+        if isinstance(content, list) and flatten_text(content) is not content:
+            return {**message, "content": flatten_text(content)}
         return message
     out = {k: v for k, v in message.items() if k != "context"}
     items = items_from_message(message)
     if items:
-        out["content"] = content_parts(message.get("content") or "", items)
+        text = flatten_text(content) if isinstance(content, list) else content
+        if isinstance(text, list):
+            out["content"] = [*text, *content_parts("", items)[1:]]
+        else:
+            out["content"] = message_content(text or "", items)
     return out
 
 

@@ -175,8 +175,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._send_json(200, OLLAMA.version())
         if request == ("GET", "/"):
             return self._send_bytes(200, "text/plain; charset=utf-8", b"Ollama is running")
-        if request == ("GET", "/props") and owner.context_size:
-            return self._send_json(200, OPENAI.props(owner.context_size))
+        llama_props = owner.context_size or owner.template_tools is not None
+        if request == ("GET", "/props") and llama_props:
+            return self._send_json(200, OPENAI.props(owner.context_size, owner.template_tools))
         if request == ("POST", "/api/show") and owner.context_size:
             return self._send_json(200, OLLAMA.show(owner.context_size))
         return self._send_json(404, protocol.not_found(self.command, path))

@@ -125,13 +125,18 @@ class OpenAI:
     def models(self, models: Sequence[str]) -> Any:
         return {"object": "list", "data": [self.model_entry(m) for m in models]}
 
-    def props(self, context_size: int) -> Any:
+    def props(self, context_size: int | None, template_tools: bool | None = None) -> Any:
         """llama-server's ``GET /props``, the part clients read."""
-        return {
-            "default_generation_settings": {"n_ctx": context_size, "params": {}},
+        props: dict[str, Any] = {
+            "default_generation_settings": {"params": {}},
             "total_slots": 1,
             "model_path": "scripted.gguf",
         }
+        if context_size:
+            props["default_generation_settings"]["n_ctx"] = context_size
+        if template_tools is not None:
+            props["chat_template_caps"] = {"supports_tools": template_tools}
+        return props
 
     def overflow(self, prompt_tokens: int, context_size: int) -> Any:
         """llama-server's answer to a prompt longer than the context."""

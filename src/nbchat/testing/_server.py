@@ -104,6 +104,10 @@ class ScriptedServer:
         (llama.cpp) and ``POST /api/show`` (Ollama), and an OpenAI chat request
         whose prompt (counted in words) is longer gets llama-server's HTTP 400
         ``exceed_context_size_error``.
+    template_tools
+        When set, ``GET /props`` also says whether the chat template takes
+        tools (llama.cpp's ``chat_template_caps.supports_tools``), as a small
+        model that was never taught tools reports ``False``.
 
     >>> with ScriptedServer(Reply("Hi!")) as server:
     ...     server.url.startswith("http://127.0.0.1:")
@@ -119,8 +123,10 @@ class ScriptedServer:
         api_key: str | None = None,
         text_only_models: Iterable[str] = (),
         context_size: int | None = None,
+        template_tools: bool | None = None,
     ) -> None:
         self.host = host
+        self.template_tools = template_tools
         self.text_only_models = tuple(text_only_models)
         self.context_size = context_size
         self.port = port
