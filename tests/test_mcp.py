@@ -263,6 +263,7 @@ def test_errors_images_and_huge_results_come_back_bounded(configure, chat, scrip
         "error: the tool reported an error: Error executing tool fail")
     assert run_tool(chat, scripted_server, "t__picture", {}) == (
         "(an image, image/png, 70 bytes; not sent to the model)")  # the PNG's size
+    assert run_tool(chat, scripted_server, "t__slow", {"seconds": 0.5}) == "waited 0.5 s"
     big = run_tool(chat, scripted_server, "t__big", {"megabytes": 10})
     assert len(big) < 7000 and "characters left out" in big
 

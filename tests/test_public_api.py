@@ -47,7 +47,7 @@ def test_every_chat_option_is_documented_in_the_help():
     for option in ("--thread", "--new", "--model", "--system", "--history", "--no-stream",
                    "--no-interpolate", "--code", "--error", "--list", "--show", "--use",
                    "--rename", "--delete", "--export", "--models", "--panel", "--answer",
-                   "--fix", "--figure", "--context-budget", "--agent", "--key"):
+                   "--fix", "--figure", "--context-budget", "--agent", "--key", "--mcp"):
         assert option in doc, option
     assert "Examples::" in doc and "%%chat" in doc and "%config ChatMagics" in doc
 

@@ -755,7 +755,8 @@ class Chat(_Engine):
         model = Policy.from_env().model(model or thread.model) or thread.model  # before saving
         chosen = self._options(_thread_options(thread), call_options)
         builtin = (thread.settings or {}).get("builtin_tools")
-        _check_tool_choice(chosen, self._offered(model, builtin))
+        if isinstance(chosen.get("tool_choice"), Mapping):  # only then: it may start MCP servers
+            _check_tool_choice(chosen, self._offered(model, builtin, mcp))
         abandoned = self._abandon_pending(thread)
         items = as_items(context)
         turn = self.store.start_turn(thread_id, query, model=model, context=items)

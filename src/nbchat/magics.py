@@ -354,7 +354,7 @@ class ChatMagics(Magics):
 
         Settings: ``%config ChatMagics.model = "MODEL"`` (also base_url,
         provider, store, user, system, live, max_updates_per_second, tools,
-        builtin_tools, agent, approval, context_budget, panel_area, prices, and
+        builtin_tools, agent, approval, instructions, context_budget, panel_area, prices, and
         ``options = {"max_tokens": 500}``), else the NBCHAT_* environment variables.
 
         The panel: Enter sends, Shift+Enter adds a line, Escape stops the
