@@ -50,8 +50,9 @@ def gone(pid: int, wait: float = 15.0) -> bool:
     return False
 
 
-def test_a_read_only_tool_runs_at_once_and_the_server_stops_with_the_kernel(
-    env, scripted_server
+@pytest.mark.parametrize("now", [False, True], ids=["shut down", "killed"])
+def test_a_read_only_tool_runs_at_once_and_the_server_ends_with_the_kernel(
+    env, scripted_server, now
 ):
     scripted_server.script(
         Reply(when="pid", tool_calls=[("t__whoami", {})], times=1),
@@ -67,7 +68,9 @@ def test_a_read_only_tool_runs_at_once_and_the_server_stops_with_the_kernel(
         pid = json.loads(tool["content"])["pid"]
         assert not gone(pid, wait=0)
         kernel.client.stop_channels()
-        kernel.manager.shutdown_kernel(now=False)  # as the front end's shutdown does
+        # Shut down as a front end does (nbchat stops the server at exit), or killed
+        # outright (the server sees its stdin close, and exits, as MCP asks of it).
+        kernel.manager.shutdown_kernel(now=now)
         kernel.client = kernel.manager = None
         assert gone(pid)
     finally:
