@@ -52,6 +52,7 @@ CONFIG_NAME = "mcp.json"
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")  # no "__": it ends the name
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _OFF = ("off", "0", "false", "no")
+_SECRET_HEADER = re.compile(r"authorization|key|token|secret|cookie", re.IGNORECASE)
 # The approval policies of run_code, in the same order: read-only is run_code's "risky".
 _AS_POLICY: dict[Approve, str] = {
     "always": "always", "read-only": "risky", "never-ask": "never-ask"
@@ -233,7 +234,8 @@ def _expanded(entry: Mapping[str, Any], key: str, where: str) -> dict[str, str]:
     for name, value in values.items():
         used = [os.environ.get(m.group(1), "") for m in _VARIABLE.finditer(value)]
         expanded = _VARIABLE.sub(lambda m: os.environ.get(m.group(1), ""), value)
-        for secret in used + (expanded.split()[-1:] if key == "headers" else []):
+        secret_header = key == "headers" and _SECRET_HEADER.search(str(name))
+        for secret in used + (expanded.split()[-1:] if secret_header else []):
             remember(secret)  # scrubbed from what tools return and nbchat shows
         out[str(name)] = expanded
     return out

@@ -228,9 +228,10 @@ class SessionServers:
     def tools(self, names: Iterable[str], config: McpConfig | None = None) -> list[ToolInfo]:
         """The tools of the servers ``names``, starting those that do not run (all at once)."""
         config = config or load_config()
-        servers = [self._server(config.servers[name]) for name in names]
-        if not servers or not self._sdk_available(config):
+        names = list(names)
+        if not names or not self._sdk_available(config):
             return []
+        servers = [self._server(config.servers[name]) for name in names]
         starting = [(s, s.start()) for s in servers if s.state != "failed"]
         for server, ready in starting:
             server.wait_started(ready)
