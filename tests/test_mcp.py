@@ -272,17 +272,22 @@ def test_a_server_that_never_answers_is_timed_out_and_stopped(configure, chat, s
     configure(timeout=2)
     output = run_tool(chat, scripted_server, "t__hang", {})
     assert output.startswith("error: MCP server 't' did not answer 'hang' within 2 s; it was "
-                             "stopped (its log: ")
+                             "stopped (its log: ")  # fmt: skip
     assert run_tool(chat, scripted_server, "t__add", {"a": 1, "b": 1}) == "2"  # started again
 
 
 def test_a_server_that_dies_is_an_error_for_the_model_then_starts_again(
-    configure, chat, scripted_server
+    configure, chat, scripted_server, capsys
 ):
     configure()
     first = json.loads(run_tool(chat, scripted_server, "t__whoami", {}))["pid"]
+    capsys.readouterr()
     output = run_tool(chat, scripted_server, "t__die", {})
     assert output.startswith("error: MCP server 't' failed on 'die': ")
+    assert output.endswith(".log)") and "; it was stopped (its log: " in output
+    (note,) = capsys.readouterr().err.strip().splitlines()
+    assert note.startswith("nbchat: MCP server 't' failed on 'die': ")
+    assert "it was stopped and starts again when next needed; its log: " in note
     second = json.loads(run_tool(chat, scripted_server, "t__whoami", {}))["pid"]
     assert second != first
     with pytest.raises(ProcessLookupError):

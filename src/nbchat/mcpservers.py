@@ -132,14 +132,18 @@ class _Server:
             raise
         except concurrent.futures.TimeoutError:
             future.cancel()
-            self.stop()
-            raise self._error(
-                f"did not answer {tool!r} within {timeout:g} s; it was stopped"
-            ) from None
+            raise self._stopped(f"did not answer {tool!r} within {timeout:g} s") from None
         except Exception as exc:
-            self.stop()
-            raise self._error(f"failed on {tool!r}: {_reason(exc)}") from None
+            raise self._stopped(f"failed on {tool!r}: {_reason(exc)}") from None
         return _result(result)
+
+    def _stopped(self, why: str) -> McpServerError:
+        """Stop a server that failed a call, say so in one note; the error for the model."""
+        self.stop()
+        where = f"; its log: {self.log}" if self.log else ""
+        notify(f"MCP server {self.config.name!r} {why}; it was stopped and starts again when "
+               f"next needed{where}")  # fmt: skip
+        return self._error(f"{why}; it was stopped")
 
     def stop(self, wait: float = 10.0) -> None:
         """Close the session and stop the process (the SDK's shutdown: stdin, TERM, KILL)."""
