@@ -10,7 +10,10 @@ from shell_helpers import ip, run, server  # noqa: F401  (fixtures for the magic
 
 pytest_plugins = ["store_backends"]  # the store fixtures for both backends
 
-_CLEARED = ("OPENAI_API_KEY", "JUPYTERHUB_USER")
+_CLEARED = (
+    "OPENAI_API_KEY", "JUPYTERHUB_USER", "ANTHROPIC_API_KEY", "AZURE_OPENAI_API_KEY",
+    "AZURE_OPENAI_AD_TOKEN", "GEMINI_API_KEY", "OPENAI_API_VERSION",
+)  # fmt: skip
 
 
 @pytest.fixture(autouse=True)

@@ -13,6 +13,7 @@ from nbchat.context import CONTEXT_NOTE, describe
 from nbchat.events import TextDelta
 from nbchat.llm import LLMClient
 from nbchat.testing import Reply
+from provider_helpers import PROVIDERS, base_url
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -28,7 +29,7 @@ def items():
 
 
 def stream(server, provider, messages):
-    url = server.url if provider == "openai" else server.ollama_url
+    url = base_url(server, provider)
     client = LLMClient(Settings(base_url=url, provider=provider, model="scripted-small"))
     return "".join(
         e.text for e in client.stream(messages, model="scripted-small") if isinstance(e, TextDelta)
@@ -76,7 +77,7 @@ def test_ollama_gets_one_text_and_the_images_field(scripted_server, items):
     assert scripted_server.chat_requests[-1].images == [base64.b64decode(fig.image.data)]
 
 
-@pytest.mark.parametrize("provider", ["openai", "ollama"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_messages_without_context_are_sent_unchanged(scripted_server, provider):
     messages = [{"role": "user", "content": "hi"}]
     stream(scripted_server, provider, messages)
@@ -84,7 +85,7 @@ def test_messages_without_context_are_sent_unchanged(scripted_server, provider):
     assert scripted_server.chat_requests[-1].images == []
 
 
-@pytest.mark.parametrize("provider", ["openai", "ollama"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_the_demo_model_says_which_context_it_received(scripted_server, provider, items):
     message = {"role": "user", "content": "Why?", "context": [i.to_dict() for i in items]}
     assert stream(scripted_server, provider, [message]) == (
@@ -94,7 +95,7 @@ def test_the_demo_model_says_which_context_it_received(scripted_server, provider
     )
 
 
-@pytest.mark.parametrize("provider", ["openai", "ollama"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_model_that_refuses_images_gives_one_line_naming_it(provider, items):
     from nbchat.errors import ServerError
     from nbchat.testing import ScriptedServer

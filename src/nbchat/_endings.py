@@ -16,17 +16,21 @@ from typing import Any, Literal
 from .events import ToolCall
 from .history import ChatHistory, estimate_tokens, sent_tokens
 
-Ending = Literal["complete", "length", "incomplete"]
+Ending = Literal["complete", "length", "incomplete", "refused"]
 COMPLETE_REASONS = frozenset({"stop", "tool_calls", "function_call", "end_turn", "eos"})
+REFUSALS = frozenset({"refusal", "content_filter"})  # Anthropic's; OpenAI's and Gemini's filter
 ANSWER_RESERVE = 1024  # tokens kept free for the answer when max_tokens is not set
 SAFETY = 0.9  # the token estimate is rough: use 90% of what is left
 
 
 def ending_of(finish_reason: str | None) -> Ending:
-    """``length`` when the token limit cut the reply, ``incomplete`` when the endpoint
-    never said it finished (``[DONE]`` without a finish reason), else ``complete``."""
+    """``length`` when the token limit cut the reply, ``refused`` when the model or the
+    endpoint's filter declined to go on, ``incomplete`` when the endpoint never said it
+    finished (``[DONE]`` without a finish reason), else ``complete``."""
     if finish_reason == "length":
         return "length"
+    if finish_reason in REFUSALS:
+        return "refused"
     if finish_reason is None:
         return "incomplete"
     return "complete"
@@ -38,6 +42,8 @@ def cut_note(ending: Ending, options: Mapping[str, Any]) -> str:
         limit = options.get("max_tokens")
         where = f"the {limit}-token limit" if limit else "the model's token limit"
         return f"stopped at {where} — `%chat --continue` to go on"
+    if ending == "refused":
+        return "the model declined to answer this (refusal); rephrase the question or ask another"
     if ending == "incomplete":
         return "the answer ended before the model said it was done — `%chat --continue` to go on"
     return ""

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import markup
+from . import _endpoints, markup
 from ._endings import fit_history, refit_history, request_tokens
 from ._mcp_tools import Selection, mcp_tool_named, mcp_tools
 from ._secrets import remember
@@ -247,12 +247,7 @@ class ThreadRecorder:
             error=error,
             finish_reason=finish_reason,
             reasoning=reasoning,
-            usage=None
-            if usage is None
-            else {
-                "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens,
-            },
+            usage=None if usage is None else usage.to_dict(),
             finished=time.time(),
         )
 
@@ -596,13 +591,23 @@ class Chat(_Engine):
         """Start a thread; its id. The model defaults to the endpoint's default.
 
         ``options`` and ``builtin_tools`` are saved with the thread and used by
-        every turn in it (see :meth:`update_thread_settings`).
+        every turn in it (see :meth:`update_thread_settings`), and so is the
+        endpoint's provider. A model another provider serves (``claude-…`` on
+        an OpenAI endpoint that does not list it) raises EndpointMismatch.
         """
+        given = model
         model = Policy.from_env().model(model) or self.llm.default_model()
-        thread_id = self.store.new_thread(model, system=system)
-        if options is not None or builtin_tools is not None:
-            self.update_thread_settings(thread_id, options=options, builtin_tools=builtin_tools)
-        return thread_id
+        if given:
+            _endpoints.check_model(model, self.llm.settings, self.llm.list_models)
+        settings: dict[str, Any] = {}
+        endpoint = _endpoints.endpoint_record(self.llm.settings)
+        if endpoint is not None:
+            settings["endpoint"] = endpoint
+        if options is not None:
+            settings["options"] = merge_options(check_options(options))
+        if builtin_tools is not None:
+            settings["builtin_tools"] = bool(builtin_tools)
+        return self.store.new_thread(model, system=system, settings=settings or None)
 
     def update_thread_settings(
         self,
@@ -752,6 +757,7 @@ class Chat(_Engine):
         _check_text(query, "query")
         call_options = check_options(options)
         thread = self.store.get(thread_id)
+        self._check_endpoint(thread, model)
         model = Policy.from_env().model(model or thread.model) or thread.model  # before saving
         chosen = self._options(_thread_options(thread), call_options)
         builtin = (thread.settings or {}).get("builtin_tools")
@@ -779,6 +785,7 @@ class Chat(_Engine):
         thread = self.store.get(thread_id)
         if not thread.turns or thread.turns[-1].status not in ("failed", "interrupted"):
             raise InputError(f"the last turn of thread {thread_id} did not fail; nothing to retry")
+        self._check_endpoint(thread)
         last = len(thread.turns) - 1
         messages, text = _resume_point(thread.turns[last])
         self.store.update_turn(
@@ -867,6 +874,7 @@ class Chat(_Engine):
         """
         thread = self.store.get(thread_id)
         call = self._find_pending(thread, call_id)
+        self._check_endpoint(thread)
         tool = self._client_tool(call.tool)
         self._check_stored_call(thread, call, tool)
         self._check_shown(thread, call, tool, response)
@@ -927,6 +935,20 @@ class Chat(_Engine):
         return self._titles.wait(timeout)
 
     # -- internals ---------------------------------------------------------------
+    def _check_endpoint(self, thread: Thread, model: str | None = None) -> None:
+        """A thread made with another provider is asked only with a model named for this one,
+        which then becomes the thread's endpoint."""
+        settings = self.llm.settings
+        if model is None:
+            _endpoints.check_thread(thread.id, thread.settings or {}, settings)
+            return
+        _endpoints.check_model(model, settings, self.llm.list_models)
+        endpoint = _endpoints.endpoint_record(settings)
+        saved = (thread.settings or {}).get("endpoint")
+        if endpoint is not None and saved is not None and saved != endpoint:
+            thread.settings = {**(thread.settings or {}), "endpoint": endpoint}
+            self.store.update_thread(thread.id, settings=thread.settings)
+
     def _answer(
         self,
         thread: Thread,

@@ -4,7 +4,8 @@
 
     NbchatError
     ├── ConfigError                    a setting is missing or malformed
-    │   └── ModelNotAllowed            the administrator's policy excludes that model
+    │   ├── ModelNotAllowed            the administrator's policy excludes that model
+    │   └── EndpointMismatch           a model or thread belongs to another provider
     ├── InputError (ValueError)        bad argument: wrong type, empty title, unknown role
     ├── LLMError                       talking to the model endpoint failed
     │   ├── LLMConnectError            nothing answers at the URL
@@ -63,6 +64,14 @@ def _rebuild(cls: type[NbchatError], args: tuple[Any, ...], state: dict[str, Any
 
 class ConfigError(NbchatError):
     """A setting is missing or malformed."""
+
+
+class EndpointMismatch(ConfigError):
+    """A model or a thread belongs to another provider than the one the session talks to."""
+
+    def __init__(self, message: str, *, provider: str | None = None) -> None:
+        super().__init__(message)
+        self.provider = provider
 
 
 class ModelNotAllowed(ConfigError):

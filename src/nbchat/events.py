@@ -10,13 +10,14 @@ panel and the terminal consumer all read the same stream.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from .errors import NbchatError
 from .records import PendingCall, Prompt, ToolCall, Usage
 
 __all__ = [
-    "ContextWindowed", "Event", "ReasoningDelta", "ReplyEvent", "ReplyFinished", "TextDelta",
+    "ContextWindowed", "Event", "ReasoningBlock", "ReasoningDelta", "ReplyEvent", "ReplyFinished",
+    "TextDelta",
     "ToolCall", "ToolCallAbandoned",
     "ToolCallPending", "ToolCallRequested", "ToolResult", "TurnFailed", "TurnFinished",
     "TurnStarted", "TurnStatus", "Usage", "UsageReported",
@@ -37,6 +38,19 @@ class ReasoningDelta:
     """A piece of the model's reasoning ("thinking"), shown apart and never sent back."""
 
     text: str
+
+
+@dataclass(frozen=True)
+class ReasoningBlock:
+    """A whole block of reasoning the endpoint must get back, unchanged, with the tool results.
+
+    Anthropic signs its thinking (``thinking`` with a ``signature``,
+    ``redacted_thinking``) and refuses a tool loop that drops it. The engine
+    keeps the block in the round's assistant message; it is never shown (its
+    text came as ReasoningDelta) and never sent in a later question.
+    """
+
+    block: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -156,10 +170,13 @@ class TurnFailed:
     text: str = ""
 
 
-ReplyEvent = TextDelta | ReasoningDelta | ToolCallRequested | UsageReported | ReplyFinished
+ReplyEvent = (
+    TextDelta | ReasoningDelta | ReasoningBlock | ToolCallRequested | UsageReported | ReplyFinished
+)
 Event = (
     TextDelta
     | ReasoningDelta
+    | ReasoningBlock
     | ToolCallRequested
     | UsageReported
     | ReplyFinished

@@ -283,6 +283,10 @@ class ChatMagics(Magics):
     @argument("--stop", action="append", metavar="TEXT", help="Stop at TEXT (repeatable).")
     @argument("--tool-choice", metavar="CHOICE",
               help="auto, none, required, or a tool's name to make the model call it.")
+    @argument("--thinking", type=int, metavar="BUDGET",
+              help="Let the model think first, up to BUDGET tokens (Anthropic; 1024 or more).")
+    @argument("--no-cache", action="store_true",
+              help="Send no prompt-cache breakpoints (Anthropic caches by default).")
     @argument("-o", "--option", action="append", metavar="KEY=VALUE",
               help="Any other option, passed to the endpoint (e.g. -o num_ctx=8192).")
     @argument("--set", action="store_true",
@@ -364,7 +368,8 @@ class ChatMagics(Magics):
         a cost estimate when ``prices`` (or NBCHAT_PRICES) has the model.
 
         Generation options (``--max-tokens``, ``--temperature``, ``--seed``,
-        ``--stop``, ``--tool-choice``, ``-o KEY=VALUE``) apply to one question
+        ``--stop``, ``--tool-choice``, ``--thinking BUDGET``, ``--no-cache``,
+        ``-o KEY=VALUE``) apply to one question
         and are saved with its turn; with ``--set`` they are saved in the thread
         for its next turns (shown by ``--show``). Precedence: the question's,
         the thread's, ``ChatMagics.options``, then ``NBCHAT_OPTIONS``. An
@@ -382,6 +387,7 @@ class ChatMagics(Magics):
           %chat --answer run
           %%chat -n -s "You are a terse reviewer" --code
           Write a function that parses ISO dates.
+          %chat -m claude-sonnet-4-5 --thinking 2048 Why is the sky blue?
           %%chat --max-tokens 300 --temperature 0.2 --seed 1
           Summarize this in three bullet points: {text}
           %chat --continue
@@ -845,7 +851,9 @@ def _flag_options(opts: Any) -> dict[str, Any]:
             raise UsageError(f"-o takes KEY=VALUE (e.g. -o num_ctx=8192), got {pair!r}")
         options[key.strip()] = parse_value(value.strip())
     flags = {"max_tokens": opts.max_tokens, "temperature": opts.temperature,
-             "top_p": opts.top_p, "seed": opts.seed, "tool_choice": opts.tool_choice}  # fmt: skip
+             "top_p": opts.top_p, "seed": opts.seed, "tool_choice": opts.tool_choice,
+             "thinking": opts.thinking,
+             "prompt_cache": False if opts.no_cache else None}  # fmt: skip
     options.update({k: v for k, v in flags.items() if v is not None})
     if opts.stop:
         options["stop"] = opts.stop[0] if len(opts.stop) == 1 else list(opts.stop)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Iterator
 import httpx
 
 from .._secrets import REDACTED, remember, scrub
-from ..config import Settings, redact_url
+from ..config import ENV_AZURE_AD_TOKEN, Settings, redact_url
 from ..errors import (
     AuthenticationError,
     ContextOverflow,
@@ -49,6 +49,7 @@ _OVERFLOW = re.compile(
     r"too many tokens",
     re.IGNORECASE,
 )
+# llama-server: "context size (4096 tokens)"; Anthropic: "215000 tokens > 200000 maximum"
 _CONTEXT_SIZE = re.compile(
     r"context[\w\s]*?\(?([\d,]+)\s*tokens|context window of ([\d,]+)|> ([\d,]+) maximum",
     re.IGNORECASE,
@@ -59,6 +60,9 @@ _PROMPT_TOKENS = re.compile(
     re.IGNORECASE,
 )
 
+ANTHROPIC_VERSION = "2023-06-01"  # the Messages API version nbchat's decoder is written for
+OVERLOADED = 529  # Anthropic: overloaded_error, retried like a rate limit
+
 _clients: dict[tuple[str, float, float], httpx.Client] = {}
 _clients_lock = threading.Lock()
 
@@ -67,6 +71,7 @@ _KEY_SHAPES = re.compile(
     r"|(?<=\bbasic )[A-Za-z0-9+/=]{8,}"  # Authorization: Basic <base64>
     r"|\bsk-[A-Za-z0-9_\-]{6,}"  # OpenAI / Anthropic style keys
     r"|(?<=api[-_]key=)[^\s&\"',;{}\[\]]+"  # ?api-key=… in a URL
+    r"|(?<=api-key: )[^\s\"',;{}\[\]]{8,}"  # x-api-key: … and api-key: … headers
     r"|(?<=[\"']api[-_]key[\"']: [\"'])[^\"'\[\]]+"  # "api_key": "…" in JSON
 )
 
@@ -98,14 +103,27 @@ def close_clients() -> None:
 
 
 def headers_for(settings: Settings) -> dict[str, str]:
-    """Request headers; the key goes only into the Authorization header."""
+    """Request headers; the key goes only into the header its provider reads.
+
+    Anthropic reads ``x-api-key`` (with the ``anthropic-version`` it answers
+    in), Azure OpenAI ``api-key`` (a Microsoft Entra ID token goes as a
+    bearer), every other endpoint ``Authorization: Bearer``.
+    """
     headers = {"Accept": "application/json, text/event-stream"}
     if "@" in settings.base_url:  # httpx sends a URL's user and password as Basic auth
         url = httpx.URL(settings.base_url)
         remember(url.password)
-    if settings.api_key:
-        remember(settings.api_key)
-        headers["Authorization"] = f"Bearer {settings.api_key}"
+    if settings.provider == "anthropic":
+        headers["anthropic-version"] = ANTHROPIC_VERSION
+    key = settings.api_key
+    if key:
+        remember(key)
+        if settings.provider == "anthropic":
+            headers["x-api-key"] = key
+        elif settings.provider == "azure" and settings.key_source != ENV_AZURE_AD_TOKEN:
+            headers["api-key"] = key
+        else:
+            headers["Authorization"] = f"Bearer {key}"
     return headers
 
 
@@ -213,7 +231,7 @@ def _number(pattern: re.Pattern[str], detail: str) -> int | None:
 
 
 def _retryable(status: int, detail: str) -> bool:
-    if status == 429 or status in (502, 503, 504):
+    if status in (429, OVERLOADED) or status in (502, 503, 504):
         return True
     return status >= 500 and not _REQUEST_FAULT.search(detail)
 
@@ -276,6 +294,13 @@ def _status_error(
             f"wait a moment and ask again ({detail})",
             url=url,
             retry_after=after,
+        )
+    if status == OVERLOADED:
+        return ServerError(
+            f"the model endpoint at {url} is overloaded (HTTP 529: {detail or 'Overloaded'}); "
+            f"wait a moment and ask again",
+            url=url,
+            status=status,
         )
     said = detail or redact(response.reason_phrase)
     return ServerError(

@@ -10,12 +10,13 @@ import contextlib
 import json
 import re
 import threading
+import urllib.parse
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx
 
-from ..config import Settings, redact_url
+from ..config import Settings, api_url, redact_url
 from ..errors import (
     EmptyAnswer,
     LLMConnectError,
@@ -31,11 +32,19 @@ from ..policy import Policy
 from . import _grammar, _http, discovery
 from ._protocol import Provider, Reply
 from ._stop import StopSignal, retry_sleep, send_until_stopped, shut
+from .anthropic import CONTEXT_SIZE as ANTHROPIC_CONTEXT
+from .anthropic import AnthropicProvider
+from .azure import AzureProvider
 from .ollama import OllamaProvider
 from .openai import OpenAIProvider
 
-PROVIDERS: dict[str, type[Provider]] = {"openai": OpenAIProvider, "ollama": OllamaProvider}
-DEFAULT_MODELS = {"openai": "gpt-4o-mini"}
+PROVIDERS: dict[str, type[Provider]] = {
+    "openai": OpenAIProvider,
+    "ollama": OllamaProvider,
+    "anthropic": AnthropicProvider,
+    "azure": AzureProvider,
+}
+DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
 OLLAMA_DEFAULT_CONTEXT = 4096  # what Ollama allots a model when nothing sets num_ctx
 
 
@@ -53,7 +62,8 @@ class LLMClient:
 
     def __init__(self, settings: Settings) -> None:
         forced = Policy.from_env().force_base_url
-        self.wanted = settings.with_(base_url=forced) if forced else settings
+        wanted = settings.with_(base_url=forced) if forced else settings
+        self.wanted = wanted.with_(base_url=api_url(wanted.base_url, wanted.provider))
         self.settings = discovery.locate(self.wanted)
         self.provider: Provider = PROVIDERS[self.settings.provider]()
         self._models: list[str] | None = None
@@ -66,7 +76,15 @@ class LLMClient:
         return f"LLMClient({self.settings.provider}, {redact_url(repr(self.settings.base_url))})"
 
     def list_models(self) -> list[str]:
-        """The model names the endpoint offers (those the administrator allows)."""
+        """The model names the endpoint offers (those the administrator allows).
+
+        An endpoint with no model list (Azure OpenAI's deployments) offers the
+        configured model.
+        """
+        if not self.provider.models_path:
+            configured = [self.settings.model] if self.settings.model else []
+            self._models = Policy.from_env().models(configured)
+            return list(self._models)
         with _http.redacting():
             response = self._send("GET", self.provider.models_path)
             try:
@@ -198,6 +216,8 @@ class LLMClient:
         num_ctx = (options or {}).get("num_ctx")
         if isinstance(num_ctx, int) and not isinstance(num_ctx, bool) and num_ctx > 0:
             return num_ctx
+        if self.settings.provider == "anthropic":  # no endpoint to ask: the known window
+            self._context_sizes.setdefault(model, ANTHROPIC_CONTEXT)
         if model not in self._context_sizes:
             try:
                 self._context_sizes[model] = self._discover_context(model)
@@ -311,7 +331,8 @@ class LLMClient:
         options: Mapping[str, Any] | None,
     ) -> httpx.Response:
         try:
-            return self._send("POST", self.provider.chat_path, body, model=model, options=options)
+            path = self._chat_path(model)
+            return self._send("POST", path, body, model=model, options=options)
         except ServerError as exc:
             if exc.status not in (400, 415, 422) or not _carries_images(messages):
                 raise
@@ -321,6 +342,14 @@ class LLMClient:
                 url=exc.url,
                 status=exc.status,
             ) from None
+
+    def _chat_path(self, model: str) -> str:
+        """The provider's chat path, with the model and api-version where it names them."""
+        template = self.provider.chat_path
+        if "{" not in template:
+            return template
+        version = urllib.parse.quote(self.settings.api_version or "", safe="")
+        return template.format(model=urllib.parse.quote(model, safe=""), api_version=version)
 
     def _send(
         self,

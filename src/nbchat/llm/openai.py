@@ -21,6 +21,7 @@ from ..events import (
     TextDelta,
     ToolCall,
     ToolCallRequested,
+    Usage,
     UsageReported,
 )
 from ._protocol import Reply, usage_from
@@ -60,7 +61,8 @@ class OpenAIProvider:
         if tools:
             body["tools"] = list(tools)
         for key, value in (options or {}).items():
-            if key not in body and not (key == "tool_choice" and not tools):
+            skipped = key == "prompt_cache" or (key == "tool_choice" and not tools)
+            if key not in body and not skipped:  # prompt_cache: Anthropic's switch
                 body[key] = value
         return body
 
@@ -102,9 +104,7 @@ class OpenAIProvider:
                     raise ServerError(f"the endpoint reported an error mid-stream: {_message(obj)}")
                 usage = obj.get("usage")
                 if usage:
-                    yield UsageReported(
-                        usage_from(usage.get("prompt_tokens"), usage.get("completion_tokens"))
-                    )
+                    yield UsageReported(_usage(usage))
         if finish is None:
             raise StreamCutOff(
                 "the answer stream ended before the endpoint said it was done; "
@@ -131,7 +131,7 @@ class OpenAIProvider:
             text=text,
             reasoning=reasoning,
             tool_calls=calls,
-            usage=usage_from(usage.get("prompt_tokens"), usage.get("completion_tokens")),
+            usage=_usage(usage),
             finish_reason=choice.get("finish_reason"),
         )
 
@@ -158,6 +158,13 @@ def _to_openai(message: dict[str, Any]) -> dict[str, Any]:
         else:
             out["content"] = message_content(text or "", items)
     return out
+
+
+def _usage(usage: dict[str, Any]) -> Usage:
+    """Usage with the cached part of the prompt (``prompt_tokens_details.cached_tokens``)."""
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return usage_from(usage.get("prompt_tokens"), usage.get("completion_tokens"), cached)
 
 
 _scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]

@@ -42,6 +42,9 @@ class Answer:
     reasoning: list[str] = field(default_factory=list)  # chunks of a separate thinking field
     reasoning_field: str = "reasoning_content"
     no_finish: bool = False
+    cache_read_tokens: int = 0  # parts of prompt_tokens read from and written to the cache
+    cache_write_tokens: int = 0
+    redacted_thinking: str = ""  # Anthropic: an opaque redacted_thinking block's data
 
     @property
     def text(self) -> str:
@@ -61,6 +64,7 @@ class StreamPlan:
     pieces: list[bytes]
     closing: bytes
     malformed: bytes
+    failure: bytes = b""  # the protocol's error in the stream (``error_after``)
 
 
 def count_prompt_tokens(body: Body) -> int:
@@ -222,17 +226,21 @@ class OpenAI:
             pieces=pieces,
             closing=closing + b"data: [DONE]\n\n",
             malformed=head.encode() + b'"choices":[{"index":0,"delta":{"content":\n\n',
+            failure=f"data: {dumps(self.error(503))}\n\n".encode(),
         )
 
     def _finish_reason(self, answer: Answer) -> str:
         return answer.finish_reason or ("tool_calls" if answer.tool_calls else "stop")
 
-    def _usage(self, answer: Answer) -> dict[str, int]:
-        return {
+    def _usage(self, answer: Answer) -> dict[str, Any]:
+        usage: dict[str, Any] = {
             "prompt_tokens": answer.prompt_tokens,
             "completion_tokens": answer.completion_tokens,
             "total_tokens": answer.prompt_tokens + answer.completion_tokens,
         }
+        if answer.cache_read_tokens:
+            usage["prompt_tokens_details"] = {"cached_tokens": answer.cache_read_tokens}
+        return usage
 
 
 _OPENAI_ERRORS: dict[int, tuple[str, str | None, str]] = {
@@ -335,6 +343,7 @@ class Ollama:
             pieces=pieces,
             closing=(dumps(final) + "\n").encode(),
             malformed=prefix.encode() + b'"\n',
+            failure=(dumps(self.error(500)) + "\n").encode(),
         )
 
     def _tool_calls(self, answer: Answer) -> list[dict[str, Any]]:
