@@ -26,6 +26,7 @@ from typing import Any
 
 from . import _endpoints, markup
 from ._endings import fit_history, refit_history, request_tokens
+from ._mcp_tools import Selection, mcp_tool_named, mcp_tools
 from ._secrets import remember
 from ._titles import clean_title, names_something, question_title
 from ._turn import NullRecorder, TurnSpec, run_turn
@@ -357,6 +358,7 @@ class _Engine:
         store: str | os.PathLike[str] | None = None,
         user: str | None = None,
         options: Mapping[str, Any] | None = None,
+        mcp: Selection = None,
     ) -> None:
         self._explicit = dict(
             base_url=base_url,
@@ -374,6 +376,8 @@ class _Engine:
         self.options: Options = check_options(options)
         self.permissions = frozenset(permissions)
         self.max_tool_rounds = max_tool_rounds
+        self.mcp = mcp
+        self.instructions = ""  # project instructions added to every turn's system prompt
         self._llm: LLMClient | None = None
 
     @property
@@ -405,17 +409,35 @@ class _Engine:
             return True
         return self.llm.template_has_tools() is False  # the server says: never taught tools
 
-    def _offered(self, model: str, builtin: bool | None = None) -> Toolbox:
-        """The tools offered in a turn: the user's, and the built-ins where they help.
+    def _offered(self, model: str, builtin: bool | None = None, mcp: Selection = None) -> Toolbox:
+        """The tools offered in a turn: the user's, the built-ins where they help, MCP's.
 
         Built-ins are off by default for the local model and for models named in
         ``NBCHAT_TOOLLESS_MODELS``: small models call them instead of answering.
+        ``mcp`` chooses the MCP servers for this turn (None: this object's choice).
         """
         if builtin is None:
             builtin = self.builtin_tools
         if builtin is None:
             builtin = not self._is_small(model)
-        return Toolbox([*(BUILTIN_CLIENT_TOOLS if builtin else ()), *self.user_tools])
+        offered = [*(BUILTIN_CLIENT_TOOLS if builtin else ()), *self.user_tools]
+        names = {getattr(item, "name", None) or getattr(item, "__name__", None) for item in offered}
+        servers = [t for t in mcp_tools(self.mcp if mcp is None else mcp) if t.name not in names]
+        return Toolbox([*offered, *servers])  # a tool of your own wins over a server's
+
+    def _with_instructions(self, history: ChatHistory) -> ChatHistory:
+        """``history`` whose system prompt ends with the project instructions, if any."""
+        if self.instructions:
+            history.system = "\n\n".join(p for p in (history.system, self.instructions) if p)
+        return history
+
+    def _client_tool(self, name: str) -> ClientTool:
+        """The client tool that answers a saved call: offered here, or an MCP server's."""
+        if name not in self.toolbox:
+            found = mcp_tool_named(name)
+            if found is not None:
+                return found
+        return self.toolbox.client_tool(name)
 
     def _spec(
         self,
@@ -461,6 +483,7 @@ class _Engine:
         update: bool,
         options: Mapping[str, Any] | None = None,
         attached: Iterable[Any] = (),
+        mcp: Selection = None,
     ) -> Answer:
         _check_text(question, "question")
         if not isinstance(history, ChatHistory):
@@ -468,10 +491,10 @@ class _Engine:
                 f"history must be a ChatHistory, got {type(history).__name__}; "
                 f"build one with nbchat.ChatHistory()"
             )
-        context = history.copy()
+        context = self._with_instructions(history.copy())
         context.chat_as_user(question, context=as_items(attached))
         model = model or self.llm.default_model()
-        chosen, offered = self._options(check_options(options)), self._offered(model)
+        chosen, offered = self._options(check_options(options)), self._offered(model, mcp=mcp)
         _check_tool_choice(chosen, offered)
         spec = self._spec(
             context, model, chosen, offered,
@@ -506,6 +529,11 @@ class Chat(_Engine):
         Generation options for every turn (``{"max_tokens": 500, "temperature":
         0.2}``; see :mod:`nbchat.options`), over ``NBCHAT_OPTIONS``; a thread's
         options and a call's win over them.
+    mcp
+        Which configured MCP servers' tools to offer: None (the default) or True
+        for all, False or ``"off"`` for none, a name or a list of names.
+        Servers are configured in ``mcp.json`` files only (see
+        :mod:`nbchat._mcp_config`); a question may choose again with ``mcp=``.
     """
 
     def __init__(
@@ -522,6 +550,7 @@ class Chat(_Engine):
         permissions: Iterable[str] = (),
         max_tool_rounds: int = 8,
         options: Mapping[str, Any] | None = None,
+        mcp: Selection = None,
     ) -> None:
         given = None if store is None or isinstance(store, str | os.PathLike) else store
         super().__init__(
@@ -536,6 +565,7 @@ class Chat(_Engine):
             store=None if given is not None else store,  # type: ignore[arg-type]
             user=given.user if given is not None else user,
             options=options,
+            mcp=mcp,
         )
         self.store: Store = (
             given if given is not None else open_store(self.settings.store, self.settings.user)
@@ -731,6 +761,7 @@ class Chat(_Engine):
         model: str | None = None,
         options: Mapping[str, Any] | None = None,
         context: Any = (),
+        mcp: Selection = None,
     ) -> Answer:
         """Save the query, stream the answer, append it; the Answer (raises if the turn failed).
 
@@ -739,10 +770,11 @@ class Chat(_Engine):
         attaches objects to the question, sent apart from its text and kept with
         the turn: :class:`~nbchat.context.ContextItem` objects, ``(name, object)``
         pairs or a ``{name: object}`` dict (each described with
-        :func:`nbchat.context.describe`).
+        :func:`nbchat.context.describe`). ``mcp`` chooses the MCP servers for
+        this question, as ``Chat(mcp=...)`` does for every question.
         """
         return self.iter_ask(
-            thread_id, query, model=model, options=options, context=context
+            thread_id, query, model=model, options=options, context=context, mcp=mcp
         ).result()
 
     def iter_ask(
@@ -753,6 +785,7 @@ class Chat(_Engine):
         model: str | None = None,
         options: Mapping[str, Any] | None = None,
         context: Any = (),
+        mcp: Selection = None,
     ) -> Answer:
         """Like :meth:`ask`, as a stream of events. The query is saved before this returns.
 
@@ -767,14 +800,15 @@ class Chat(_Engine):
         model = Policy.from_env().model(model or thread.model) or thread.model  # before saving
         chosen = self._options(_thread_options(thread), call_options)
         builtin = (thread.settings or {}).get("builtin_tools")
-        _check_tool_choice(chosen, self._offered(model, builtin))
+        if isinstance(chosen.get("tool_choice"), Mapping):  # only then: it may start MCP servers
+            _check_tool_choice(chosen, self._offered(model, builtin, mcp))
         abandoned = self._abandon_pending(thread)
         items = as_items(context)
         turn = self.store.start_turn(thread_id, query, model=model, context=items)
         self.store.update_turn(thread_id, turn, options=chosen)
         history = self._thread_history(thread, upto=len(thread.turns))
         history.chat_as_user(query, context=items)
-        return self._answer(thread, turn, history, model, chosen,
+        return self._answer(thread, turn, history, model, chosen, mcp=mcp,
                             before=[ToolCallAbandoned(call) for call in abandoned])
 
     def retry(self, thread_id: int) -> Answer:
@@ -812,14 +846,15 @@ class Chat(_Engine):
         update: bool = False,
         options: Mapping[str, Any] | None = None,
         context: Any = (),
+        mcp: Selection = None,
     ) -> Answer:
         """Ask with ``history`` as the context for this one request; no thread is touched.
 
         The history is left as it was unless ``update`` is true. ``context``
-        attaches objects to the question, as in :meth:`ask`.
+        attaches objects to the question and ``mcp`` chooses MCP servers, as in :meth:`ask`.
         """
         return self._history_turn(
-            question, history, model, update, options, context
+            question, history, model, update, options, context, mcp
         ).result()
 
     def iter_ask_with_history(
@@ -831,9 +866,10 @@ class Chat(_Engine):
         update: bool = False,
         options: Mapping[str, Any] | None = None,
         context: Any = (),
+        mcp: Selection = None,
     ) -> Answer:
         """:meth:`ask_with_history` as a stream of events."""
-        return self._history_turn(question, history, model, update, options, context)
+        return self._history_turn(question, history, model, update, options, context, mcp)
 
     # -- client tools ----------------------------------------------------------
     def pending_calls(self, thread_id: int | None = None) -> list[PendingCall]:
@@ -878,7 +914,7 @@ class Chat(_Engine):
         thread = self.store.get(thread_id)
         call = self._find_pending(thread, call_id)
         self._check_endpoint(thread)
-        tool = self.toolbox.client_tool(call.tool)
+        tool = self._client_tool(call.tool)
         self._check_stored_call(thread, call, tool)
         self._check_shown(thread, call, tool, response)
         context = ToolContext(self.user, thread.user, self.permissions, thread_id)
@@ -963,6 +999,7 @@ class Chat(_Engine):
         before: Sequence[Event] = (),
         messages: list[dict[str, Any]] | None = None,
         text: str = "",
+        mcp: Selection = None,
     ) -> Answer:
         """The turn as an Answer that can be stopped, after the events ``before`` it."""
         stop = StopSignal()
@@ -972,7 +1009,8 @@ class Chat(_Engine):
             builtin = (thread.settings or {}).get("builtin_tools")
             recorder = ThreadRecorder(self.store, thread.id, turn)
             spec = self._spec(
-                history, model, options, self._offered(model, builtin),
+                self._with_instructions(history), model, options,
+                self._offered(model, builtin, mcp),
                 tool_context=ToolContext(self.user, thread.user, self.permissions, thread.id),
                 recorder=recorder, thread_id=thread.id, turn=turn,
                 messages=list(messages or []), text=text, stop=stop,
