@@ -108,6 +108,28 @@ class _Joined:
 _TEXT, _REASONING = _Joined(), _Joined()
 
 
+class AnswerText(str):
+    """An answer's text that also says how it ended, so a cut answer is told from a whole one.
+
+    ``status`` is ``"complete"`` or ``"incomplete"`` (``finish_reason`` ``"length"``:
+    the token limit cut it; ``note`` says how to go on).
+    """
+
+    status: str
+    finish_reason: str | None
+    note: str
+
+    def __new__(cls, answer: Answer) -> AnswerText:
+        text = super().__new__(cls, answer.text)
+        text.status, text.finish_reason, text.note = (
+            answer.status, answer.finish_reason, answer.note)  # fmt: skip
+        return text
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete"
+
+
 @dataclass
 class Answer:
     """One turn: iterable while it streams (its events), then what it came to.
@@ -1148,20 +1170,21 @@ class LLM(_Engine):
     def __repr__(self) -> str:
         return f"LLM(model={self.model!r}, messages={len(self.history)})"
 
-    def ask(self, question: str, *, options: Mapping[str, Any] | None = None) -> str:
+    def ask(self, question: str, *, options: Mapping[str, Any] | None = None) -> AnswerText:
         """Ask with the main history, which then holds the question and the answer.
 
         ``options`` apply to this call, over the LLM's own and ``NBCHAT_OPTIONS``.
+        The text is a ``str`` whose ``status`` says whether the answer is whole.
         """
         turn = self._history_turn(question, self.history, self.model, True, options)
-        return turn.result().text
+        return AnswerText(turn.result())
 
     def ask_with_history(
         self, question: str, history: ChatHistory, *, options: Mapping[str, Any] | None = None
-    ) -> str:
+    ) -> AnswerText:
         """Ask with ``history`` for this request only; the main history is untouched."""
         turn = self._history_turn(question, history, self.model, False, options)
-        return turn.result().text
+        return AnswerText(turn.result())
 
 
 def _closed(turn: Turn) -> list[dict[str, Any]]:
