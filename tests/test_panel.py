@@ -351,3 +351,24 @@ def test_stop_ends_a_background_answer_while_the_server_sends_nothing(chat, scri
     assert (turn.status, turn.answer) == ("interrupted", "word0 word1 word2 ")
     request = scripted_server.chat_requests[0]
     assert scripted_server.wait_for(lambda: request.disconnected, timeout=5)
+
+
+def test_prices_set_while_the_panel_is_open_apply_at_once(shell, scripted_server, capsys):
+    scripted_server.script(Reply("Four.", when="2+2"), Reply("Six.", when="3+3"))
+    shell.run_cell("%chat What is 2+2?")
+    shell.run_cell("%chat --panel")
+    (panel,) = shell.magics_manager.registry["ChatMagics"]._panels
+    (before,) = footer_lines(panel)
+    assert "$" not in before and "cost" not in panel.gauge
+
+    shell.run_cell('%config ChatMagics.prices = {"scripted-small": [1000, 2000]}')
+
+    (after,) = footer_lines(panel)
+    assert after.startswith(f"{before} · ≈ $")
+    assert panel.gauge["cost"].startswith("$") and panel.messages[-1]["usage"] == after
+    panel.value = "And 3+3?"
+    panel.submit()  # the next answers are priced too
+    assert all("≈ $" in line for line in footer_lines(panel))
+
+    shell.run_cell('%config ChatMagics.prices = {"scripted-small": "cheap"}')
+    assert panel.status.startswith("⚠ prices: the price of 'scripted-small' must be two numbers")

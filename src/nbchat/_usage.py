@@ -60,6 +60,8 @@ _EXAMPLE = 'e.g. {"gpt-4o-mini": [0.15, 0.6]} (dollars per million input and out
 
 
 def _price(model: object, entry: object, source: str) -> Price:
+    if isinstance(entry, Price):
+        return entry
     if isinstance(entry, Mapping):
         entry = [entry.get("input"), entry.get("output")]
     numbers = list(entry) if isinstance(entry, (list, tuple)) else []

@@ -280,13 +280,8 @@ class ChatPanel(anywidget.AnyWidget):
         return self._prices
 
     @prices.setter
-    def prices(self, value: Mapping[str, Any] | Mapping[str, Price] | None) -> None:
-        if value is None:
-            self._prices = prices_from_env()
-        elif all(isinstance(price, Price) for price in value.values()):
-            self._prices = dict(value)  # type: ignore[arg-type]
-        else:
-            self._prices = parse_prices(value, source="prices")
+    def prices(self, value: Mapping[str, Any] | None) -> None:
+        self._prices = prices_from_env() if value is None else parse_prices(value, source="prices")
         if not self.streaming:
             self._render_conversation()
 
