@@ -20,6 +20,27 @@ const ICONS = {
 };
 const SHORTCUT = "Alt+Shift+C";
 
+// The shortcut goes to one panel: the side one when it shows, else the first
+// one in view. One listener for the page, whatever the number of panels (each
+// widget may load its own copy of this module: the registry is the page's).
+const shortcut = (globalThis.__nbchatPanelShortcut ??= { inputs: new Map(), listening: false });
+const inputs = shortcut.inputs; // panel element -> its input box
+
+function onShortcut(event) {
+  if (!(event.altKey && event.shiftKey && event.code === "KeyC")) return;
+  const shown = [...inputs].filter(([panel]) => panel.isConnected && panel.offsetParent !== null);
+  const inView = ([panel]) => {
+    const box = panel.getBoundingClientRect();
+    return box.bottom > 0 && box.top < window.innerHeight;
+  };
+  const side = shown.find(([panel]) => panel.classList.contains("nbchat-panel-side"));
+  const target = side || shown.find(inView);
+  if (!target) return;
+  event.preventDefault();
+  event.stopPropagation();
+  target[1].focus();
+}
+
 function icon(name) {
   const svg = document.createElementNS(SVG, "svg");
   svg.setAttribute("viewBox", "0 0 24 24");
@@ -198,13 +219,13 @@ function messageNodes(message, model, el) {
     nodes.push(mine);
   }
   const theirs = node("div", "nbchat-message nbchat-from-model");
-  const meta = [message.model, message.time].filter(Boolean).join(" · ");
-  if (meta) theirs.appendChild(node("div", "nbchat-meta", meta));
   const body = node("div", "nbchat-md nbchat-body");
   body.innerHTML = message.html || ""; // made by nbchat.markup in the kernel
   decorateCode(body, model, el);
   theirs.appendChild(body);
-  if (message.usage) theirs.appendChild(usageLine(message.usage));
+  // The usage line names the model; without usage, the model alone.
+  const about = [message.time, message.usage || message.model].filter(Boolean);
+  if (about.length) theirs.appendChild(usageLine(about.join(" · ")));
   nodes.push(theirs);
   return nodes;
 }
@@ -242,7 +263,8 @@ function render({ model, el }) {
   gauge.append(gaugeBar, gaugeText);
   const newButton = iconButton("plus", "New thread", "nbchat-new");
   const deleteButton = iconButton("trash", "Delete thread", "nbchat-delete");
-  header.append(switcher, title, titleEdit, gauge, newButton, deleteButton);
+  header.append(switcher, title, titleEdit, newButton, deleteButton);
+  const usage = node("div", "nbchat-usage");
 
   const confirm = node("div", "nbchat-confirm");
   const confirmText = node("span");
@@ -289,16 +311,18 @@ function render({ model, el }) {
   const picker = node("select", "nbchat-model");
   picker.setAttribute("aria-label", "Model");
   picker.title = "Model";
-  const usage = node("span", "nbchat-usage");
+  const attach = node("select", "nbchat-attach");
+  attach.setAttribute("aria-label", "Attach a variable");
+  attach.title = "Attach a variable to the next question";
   const send = iconButton("send", "Send", "nbchat-send");
   const stop = iconButton("stop", "Stop (Escape)", "nbchat-stop");
   stop.setAttribute("aria-label", "Stop");
-  bar.append(picker, usage, send, stop);
+  bar.append(picker, attach, gauge, send, stop);
   const field = node("div", "nbchat-field");
   field.append(box, bar);
   composer.append(chips, field);
 
-  el.append(header, confirm, threadsPop, scroll, status, composer);
+  el.append(header, usage, confirm, threadsPop, scroll, status, composer);
 
   // ---------------------------------------------------------- drawing state
   let filter = "";
@@ -419,8 +443,13 @@ function render({ model, el }) {
     status.className = `nbchat-status nbchat-${model.get("status_kind")}`;
     status.hidden = !model.get("status_text");
     const total = model.get("usage_text");
-    usage.textContent = total ? `Σ ${total}` : "";
-    usage.title = total;
+    usage.replaceChildren();
+    usage.hidden = !total;
+    // One span a value, so that a narrow panel wraps between values, never inside one.
+    (total ? `Σ ${total}` : "").split(" · ").filter(Boolean).forEach((part, n) => {
+      if (n) usage.appendChild(document.createTextNode(" · "));
+      usage.appendChild(node("span", "nbchat-value", part));
+    });
   };
 
   const drawModels = () => {
@@ -436,8 +465,9 @@ function render({ model, el }) {
 
   const drawChips = () => {
     chips.replaceChildren();
-    chips.hidden = !model.get("attachable");
     const picked = model.get("picked");
+    chips.hidden = !picked.length;
+    attach.hidden = !model.get("attachable");
     for (const name of picked) {
       const chip = node("span", "nbchat-chip");
       chip.appendChild(node("span", "", `@${name}`));
@@ -452,25 +482,24 @@ function render({ model, el }) {
       chip.appendChild(drop);
       chips.appendChild(chip);
     }
-    const add = node("select", "nbchat-attach");
-    add.setAttribute("aria-label", "Attach a variable");
-    const first = node("option", "", "+ variable");
+    const first = node("option", "", "@ variable");
     first.value = "";
-    add.appendChild(first);
+    attach.replaceChildren(first);
     for (const name of model.get("variables")) {
       if (picked.includes(name)) continue;
       const option = node("option", "", name);
       option.value = name;
-      add.appendChild(option);
+      attach.appendChild(option);
     }
-    add.addEventListener("focus", () => intent("variables"));
-    add.addEventListener("change", () => {
-      if (!add.value) return;
-      model.set("picked", [...model.get("picked"), add.value]);
-      model.save_changes();
-    });
-    chips.appendChild(add);
+    attach.value = "";
   };
+  listen(attach, "focus", () => intent("variables"));
+  listen(attach, "change", () => {
+    if (!attach.value) return;
+    model.set("picked", [...model.get("picked"), attach.value]);
+    model.save_changes();
+    drawChips();
+  });
 
   const drawStreaming = () => {
     const streaming = model.get("streaming");
@@ -478,7 +507,7 @@ function render({ model, el }) {
     send.hidden = streaming;
     stop.hidden = !streaming;
     drawHeader();
-    if (!threadsPop.hidden) drawThreads();
+    drawThreads();
   };
 
   const grow = () => {
@@ -649,13 +678,12 @@ function render({ model, el }) {
   listen(titleEdit, "blur", () => endRename(true));
 
   // The shortcut that comes back to the input, from anywhere on the page.
-  listen(document, "keydown", (event) => {
-    if (!(event.altKey && event.shiftKey && event.code === "KeyC")) return;
-    if (!el.isConnected || el.offsetParent === null) return;
-    event.preventDefault();
-    event.stopPropagation();
-    box.focus();
-  }, true);
+  inputs.set(el, box);
+  cleanups.push(() => inputs.delete(el));
+  if (!shortcut.listening) {
+    document.addEventListener("keydown", onShortcut, true);
+    shortcut.listening = true;
+  }
 
   const onFocus = () => {
     // Take the focus back from inside the panel (or from nowhere), never from a
@@ -677,7 +705,7 @@ function render({ model, el }) {
   });
   on("change:threads change:thread_id", () => {
     drawHeader();
-    if (!threadsPop.hidden) drawThreads();
+    drawThreads();
   });
   on("change:title change:confirm", drawHeader);
   on("change:messages change:hidden", drawMessages);
@@ -692,6 +720,7 @@ function render({ model, el }) {
   on("change:_focus", onFocus);
 
   drawHeader();
+  drawThreads();
   drawMessages();
   drawLive();
   drawStatus();

@@ -88,7 +88,7 @@ _HERE = Path(__file__).parent
 AREAS = ("cell", "side")
 HISTORY_SIZE = 50
 SIDE_NOTE = "nbchat: the chat panel is open in JupyterLab's right side area."
-PLACEHOLDER = "Ask something… (Enter sends, Shift+Enter adds a line, @name attaches a variable)"
+PLACEHOLDER = "Ask something… (@name attaches a variable)"
 
 
 def _stylesheet() -> str:

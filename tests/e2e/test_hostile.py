@@ -314,7 +314,7 @@ def _use_panel(nb: NotebookPage, index: int) -> None:
     box.fill("Panel tea please")
     out.get_by_role("button", name="Send").click()
     nb.wait_for_text(index, "Payload panel ends.")
-    titles = out.locator(".nbchat-threads option")
+    titles = out.locator(".nbchat-threads .nbchat-thread")
     _wait(lambda: sum("pwned/title" in title for title in titles.all_text_contents()) == 2, 30)
     box.fill("The panel breaks now")
     out.get_by_role("button", name="Send").click()
