@@ -100,6 +100,10 @@ root => {
 """
 
 
+def is_title_request(body):
+    return "conversation title" in body["messages"][0]["content"]
+
+
 def set_theme(page: Page, theme: str) -> None:
     page.evaluate("t => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})",
                   THEMES[theme])
@@ -136,7 +140,7 @@ def test_the_panel_looks_native_and_does_what_a_chat_panel_does(
     notebook, page, scripted_server, tmp_path
 ):
     scripted_server.script(
-        Reply("Reading CSV Files", when=lambda b: "conversation title" in b["messages"][0]["content"]),
+        Reply("Reading CSV Files", when=is_title_request),
         Reply(CODE, when="read a csv", chunk_size=20, delay=0.01),
         Reply("Sent once the character was chosen.", when="안녕"),
     )
