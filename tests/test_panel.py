@@ -372,3 +372,17 @@ def test_prices_set_while_the_panel_is_open_apply_at_once(shell, scripted_server
 
     shell.run_cell('%config ChatMagics.prices = {"scripted-small": "cheap"}')
     assert panel.status.startswith("⚠ prices: the price of 'scripted-small' must be two numbers")
+
+
+def test_the_gauge_shows_the_last_turn_s_context_against_the_model_s_size(tmp_path):
+    with ScriptedServer(Reply("Four.", when="2+2"), context_size=4096) as server:
+        chat = Chat(base_url=server.url, model="scripted-small", store=tmp_path / "store")
+        panel = ChatPanel(chat=chat, prices={"scripted-small": [1, 2]})
+        assert panel.gauge == {}  # no thread yet
+        panel.value = "What is 2+2?"
+        panel.submit()
+        usage = chat.store.get(panel.thread_id).turns[-1].usage
+        used = usage["prompt_tokens"] + usage["completion_tokens"]
+        cost = (usage["prompt_tokens"] * 1 + usage["completion_tokens"] * 2) / 1e6
+        assert panel.gauge == {"used": used, "size": 4096, "cost": f"${cost:.4f}"}
+        assert [r.path for r in server.requests].count("/props") == 1  # asked once a model

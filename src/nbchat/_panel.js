@@ -375,7 +375,7 @@ function render({ model, el }) {
   const drawGauge = () => {
     const g = model.get("gauge") || {};
     const parts = [];
-    let tip = [];
+    const tip = [];
     if (g.used !== undefined) {
       if (g.size) {
         const share = Math.min(1, g.used / g.size);
@@ -390,10 +390,7 @@ function render({ model, el }) {
       if (g.cached) tip.push(`${g.cached.toLocaleString()} prompt tokens cached`);
     }
     gaugeBar.hidden = !(g.used !== undefined && g.size);
-    if (g.cost) {
-      parts.push(g.cost);
-      tip.push(`this thread so far: ≈ ${g.cost}`);
-    }
+    if (g.cost) tip.push(`this thread so far: ≈ ${g.cost}`); // shown in the Σ line
     gauge.hidden = !parts.length;
     gaugeText.textContent = parts.join(" · ");
     gauge.title = tip.join("\n");

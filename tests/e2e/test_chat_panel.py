@@ -144,6 +144,7 @@ def test_the_panel_looks_native_and_does_what_a_chat_panel_does(
         Reply(CODE, when="read a csv", chunk_size=20, delay=0.01),
         Reply("Sent once the character was chosen.", when="안녕"),
     )
+    scripted_server.context_size = 2048  # what GET /props reports, as llama.cpp's server does
     setup = SETUP.format(url=scripted_server.url, store=str(tmp_path / "store"))
     nb: NotebookPage = notebook([
         setup, "%chat --panel --side", "%chat --panel", "%chat How do I read a CSV file?",
@@ -172,14 +173,17 @@ def test_the_panel_looks_native_and_does_what_a_chat_panel_does(
             "How do I read a CSV file?")
         expect(panel.locator(".nbchat-message-usage")).to_contain_text(
             re.compile(r"^\d\d:\d\d · scripted-small · \d+ in · \d+ out"))
-        expect(panel.locator(".nbchat-gauge")).to_contain_text(re.compile(r"\d+ tok"))
+        expect(panel.locator(".nbchat-gauge")).to_have_text(re.compile(r"^\d+%$"))
+        expect(panel.locator(".nbchat-gauge")).to_have_attribute(
+            "title", re.compile(r"^context: \d+ of 2,048 tokens on the last turn"))
         expect(panel.locator(".nbchat-gauge")).not_to_contain_text("$")
 
     # Prices given now apply at once, to the answers shown and the running cost.
     nb.run_cell(5)
     for panel in panels.values():
         expect(panel.locator(".nbchat-message-usage")).to_contain_text(re.compile(r"≈ \$\d"))
-        expect(panel.locator(".nbchat-gauge")).to_contain_text(re.compile(r"\$\d"))
+        expect(panel.locator(".nbchat-gauge")).to_have_attribute(
+            "title", re.compile(r"this thread so far: ≈ \$\d"))
         expect(panel.locator(".nbchat-usage")).to_contain_text(re.compile(r"Σ 1 answer · .*≈ \$"))
 
     colours = {}
