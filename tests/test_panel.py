@@ -112,7 +112,9 @@ def test_the_browser_poll_is_answered_and_follows_the_store(chat):
     panel.send = lambda content, buffers=None: sent.append(content)  # what reaches the browser
     thread = Chat(base_url=chat.settings.base_url, store=chat.store.path).new_thread()
     panel._handle_custom_msg({"event": "poll"}, [])
-    assert sent == [{"event": "polled"}] and panel.thread_id == thread
+    assert sent == [{"event": "polled", "changed": True}] and panel.thread_id == thread
+    panel._handle_custom_msg({"event": "poll"}, [])  # nothing new: the browser waits longer
+    assert sent[-1] == {"event": "polled", "changed": False}
     before = panel._focus
     panel.focus()
     assert panel._focus == before + 1

@@ -742,15 +742,21 @@ function render({ model, el }) {
   listen(window, "resize", fit);
 
   // Polling: one question in flight at most, so that a busy kernel never
-  // finds a queue of them; none while the panel is hidden.
+  // finds a queue of them; none while the panel is hidden. While nothing
+  // changes the wait grows, up to four times poll_seconds; a change, or the
+  // person using the panel, brings it back.
   let waitingSince = 0;
   let lastPoll = Date.now();
+  let slower = 1;
   on("msg:custom", (message) => {
-    if (message && message.event === "polled") waitingSince = 0;
+    if (!message || message.event !== "polled") return;
+    waitingSince = 0;
+    slower = message.changed ? 1 : Math.min(4, slower * 1.5);
   });
+  for (const name of ["pointerdown", "keydown", "focusin"]) listen(el, name, () => { slower = 1; });
   const timer = setInterval(() => {
     fit();
-    const seconds = model.get("poll_seconds");
+    const seconds = model.get("poll_seconds") * slower;
     const now = Date.now();
     if (!(seconds > 0) || now - lastPoll < seconds * 1000) return;
     if (waitingSince && now - waitingSince < 30000) return;

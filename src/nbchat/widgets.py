@@ -32,11 +32,11 @@ thread: Escape and Stop do. A :meth:`ChatPanel.submit` from code streams before
 it returns.
 
 Following the store costs one ``stat`` of the store folder per look (about
-2 µs; with PostgreSQL, one listing query); the browser asks once a second
-while the panel is visible, never with a question unanswered. Measured in
-JupyterLab with the panel visible and the kernel idle: 2.1 ms of kernel CPU
-a second with the poll, 0.2 ms without, so the poll costs about 2 ms a
-second, nearly all of it ipykernel handling the message.
+3 µs; with PostgreSQL, one listing query); the browser asks while the panel
+is visible, never with a question unanswered: every ``poll_seconds`` after
+something changed or the person used the panel, then less often (up to four
+times as long) while nothing does. Each look costs the kernel about 2.5 ms,
+nearly all of it ipykernel handling the message (benchmarks/panel_browser.py).
 """
 
 from __future__ import annotations
@@ -185,7 +185,7 @@ class ChatPanel(anywidget.AnyWidget):
     value = Unicode("", help="The text in the input.").tag(sync=True, echo_update=False)
     placeholder = Unicode(PLACEHOLDER, help="Shown while the input is empty.").tag(sync=True)
     history = List(Unicode(), help="Earlier questions, oldest first, for Up.").tag(sync=True)
-    poll_seconds = Float(1.0, help="Seconds between polls while visible; 0: never.").tag(
+    poll_seconds = Float(1.0, help="Seconds between polls while things change; 0: never.").tag(
         sync=True
     )
     _focus = Int(0).tag(sync=True)
@@ -453,10 +453,11 @@ class ChatPanel(anywidget.AnyWidget):
         elif event == "stop":
             self.stop()
         elif event == "poll":
+            changed = False
             try:
-                self._on_poll()
+                changed = bool(self._on_poll())
             finally:
-                self.send({"event": "polled"})
+                self.send({"event": "polled", "changed": changed})
         elif event == "focused":
             self._focus_steal = False
         elif event in _INTENTS:
@@ -472,8 +473,8 @@ class ChatPanel(anywidget.AnyWidget):
             getattr(self, _INTENTS[event])()
 
     @shows_errors
-    def _on_poll(self) -> None:
-        self.sync()
+    def _on_poll(self) -> bool:
+        return self.sync()
 
     def _on_post_run_cell(self, *_: Any) -> None:
         try:
