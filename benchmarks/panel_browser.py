@@ -26,10 +26,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
+from tests.e2e.jupyterlab import launch_chromium, open_notebook, start_jupyterlab  # noqa: E402
 
 from nbchat import Chat  # noqa: E402
 from nbchat.testing import Reply, ScriptedServer  # noqa: E402
-from tests.e2e.jupyterlab import launch_chromium, open_notebook, start_jupyterlab  # noqa: E402
 
 SETUP = """\
 import os
