@@ -7,17 +7,6 @@
 // HTML. Every other text (questions, titles, model names, usage, errors)
 // goes in with textContent.
 
-const SVG = "http://www.w3.org/2000/svg";
-const ICONS = {
-  send: "M3 20.5V14l9-2-9-2V3.5L22 12z",
-  stop: "M7 7h10v10H7z",
-  plus: "M11 5h2v6h6v2h-6v6h-2v-6H5v-2h6z",
-  trash: "M9 3h6l1 1h4v2H4V4h4zM6 8h12l-1 13H7z",
-  list: "M4 6h16v2H4zm0 5h16v2H4zm0 5h16v2H4z",
-  refresh: "M12 5V2L8 6l4 4V7a5 5 0 1 1-5 5H5a7 7 0 1 0 7-7z",
-  copy: "M8 8h11v13H8zM5 3h11v3H7v10H5z",
-  cell: "M4 4h16v6H4zm0 8h7v2H4zm9 0h2v3h3v2h-3v3h-2v-3h-3v-2h3z",
-};
 const SHORTCUT = "Alt+Shift+C";
 
 // The shortcut goes to one panel: the side one when it shows, else the first
@@ -42,14 +31,10 @@ function onShortcut(event) {
 }
 
 function icon(name) {
-  const svg = document.createElementNS(SVG, "svg");
-  svg.setAttribute("viewBox", "0 0 24 24");
-  svg.setAttribute("aria-hidden", "true");
-  svg.classList.add("nbchat-icon");
-  const path = document.createElementNS(SVG, "path");
-  path.setAttribute("d", ICONS[name]);
-  svg.appendChild(path);
-  return svg;
+  const mark = document.createElement("span");
+  mark.className = `nbchat-icon nbchat-icon-${name}`; // drawn by _panel.css
+  mark.setAttribute("aria-hidden", "true");
+  return mark;
 }
 
 function node(tag, cls, text) {
@@ -59,13 +44,19 @@ function node(tag, cls, text) {
   return el;
 }
 
+// A widget button, as JupyterLab's widgets make them (jupyter-button), styled by _panel.css.
+function button(cls, text) {
+  const made = node("button", `jupyter-button ${cls}`, text);
+  made.type = "button";
+  return made;
+}
+
 function iconButton(name, label, cls) {
-  const button = node("button", `nbchat-icon-button ${cls || ""}`);
-  button.type = "button";
-  button.title = label;
-  button.setAttribute("aria-label", label);
-  button.appendChild(icon(name));
-  return button;
+  const made = button(`nbchat-icon-button ${cls || ""}`);
+  made.title = label;
+  made.setAttribute("aria-label", label);
+  made.appendChild(icon(name));
+  return made;
 }
 
 // ---------------------------------------------------------------- status emoji
@@ -249,8 +240,7 @@ function render({ model, el }) {
   const header = node("div", "nbchat-header");
   const switcher = iconButton("list", "Threads", "nbchat-switch");
   switcher.setAttribute("aria-expanded", "false");
-  const title = node("button", "nbchat-title");
-  title.type = "button";
+  const title = button("nbchat-title");
   title.title = "Rename";
   const titleEdit = node("input", "nbchat-title-edit");
   titleEdit.setAttribute("aria-label", "Title");
@@ -268,8 +258,8 @@ function render({ model, el }) {
 
   const confirm = node("div", "nbchat-confirm");
   const confirmText = node("span");
-  const confirmYes = node("button", "nbchat-button nbchat-danger", "Delete");
-  const confirmNo = node("button", "nbchat-button", "Cancel");
+  const confirmYes = button("nbchat-button nbchat-danger", "Delete");
+  const confirmNo = button("nbchat-button", "Cancel");
   confirm.append(confirmText, confirmYes, confirmNo);
 
   const threadsPop = node("div", "nbchat-threads-pop");
@@ -278,7 +268,7 @@ function render({ model, el }) {
   search.type = "search";
   search.placeholder = "Search threads";
   search.setAttribute("aria-label", "Search threads");
-  const popNew = node("button", "nbchat-button", "New thread");
+  const popNew = button("nbchat-button", "New thread");
   const popRefresh = iconButton("refresh", "Reload threads and models", "nbchat-refresh");
   const popBar = node("div", "nbchat-pop-bar");
   popBar.append(search, popNew, popRefresh);
@@ -290,7 +280,7 @@ function render({ model, el }) {
   // -- conversation
   const scroll = node("div", "nbchat-conversation");
   scroll.setAttribute("role", "log");
-  const earlier = node("button", "nbchat-button nbchat-earlier");
+  const earlier = button("nbchat-button nbchat-earlier");
   const list = node("div", "nbchat-messages");
   const live = node("div", "nbchat-messages nbchat-live");
   const promptsEl = node("div", "nbchat-prompts");
@@ -333,8 +323,7 @@ function render({ model, el }) {
     for (const thread of model.get("threads")) {
       if (wanted && !thread.label.toLowerCase().includes(wanted)) continue;
       const item = node("li");
-      const choose = node("button", "nbchat-thread", thread.label);
-      choose.type = "button";
+      const choose = button("nbchat-thread", thread.label);
       choose.setAttribute("role", "option");
       choose.setAttribute("aria-selected", String(thread.id === current));
       choose.disabled = model.get("streaming");
@@ -468,8 +457,7 @@ function render({ model, el }) {
     for (const name of picked) {
       const chip = node("span", "nbchat-chip");
       chip.appendChild(node("span", "", `@${name}`));
-      const drop = node("button", "nbchat-chip-drop", "×");
-      drop.type = "button";
+      const drop = button("nbchat-chip-drop", "×");
       drop.title = `Do not attach ${name}`;
       drop.setAttribute("aria-label", `Do not attach ${name}`);
       drop.addEventListener("click", () => {

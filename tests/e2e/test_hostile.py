@@ -310,7 +310,7 @@ def _use_panel(nb: NotebookPage, index: int) -> None:
     out = nb.output(index)
     box = out.locator(".nbchat-panel textarea")
     box.wait_for(timeout=30_000)
-    out.get_by_role("button", name="New").click()
+    out.get_by_role("button", name="New thread").click()
     box.fill("Panel tea please")
     out.get_by_role("button", name="Send").click()
     nb.wait_for_text(index, "Payload panel ends.")
@@ -320,6 +320,7 @@ def _use_panel(nb: NotebookPage, index: int) -> None:
     out.get_by_role("button", name="Send").click()
     nb.wait_for_text(index, "/nbchat-pwned/panelerror")
     out.get_by_role("button", name="Stop").wait_for(state="hidden", timeout=30_000)
+    out.get_by_role("button", name="Threads").click()  # the titles, in the shot
     out.locator(".nbchat-threads").scroll_into_view_if_needed()
     nb.screenshot("3-panel")
 
