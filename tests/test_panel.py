@@ -388,3 +388,13 @@ def test_the_gauge_shows_the_last_turn_s_context_against_the_model_s_size(tmp_pa
         cost = (usage["prompt_tokens"] * 1 + usage["completion_tokens"] * 2) / 1e6
         assert panel.gauge == {"used": used, "size": 4096, "cost": f"${cost:.4f}"}
         assert [r.path for r in server.requests].count("/props") == 1  # asked once a model
+
+
+def test_cached_prompt_tokens_the_endpoint_reports_show_in_the_gauge(chat, scripted_server):
+    scripted_server.script(title_reply(), Reply("Four.", when="2+2", cached_tokens=12))
+    panel = ChatPanel(chat=chat)
+    panel.value = "What is 2+2?"
+    panel.submit()
+    (turn,) = chat.store.get(panel.thread_id).turns
+    assert turn.usage["cached_tokens"] == 12
+    assert panel.gauge["cached"] == 12

@@ -251,6 +251,7 @@ class ThreadRecorder:
             else {
                 "prompt_tokens": usage.prompt_tokens,
                 "completion_tokens": usage.completion_tokens,
+                **({"cached_tokens": usage.cached_tokens} if usage.cached_tokens else {}),
             },
             finished=time.time(),
         )

@@ -54,6 +54,7 @@ class Usage:
 
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cached_tokens: int | None = None  # of the prompt's, served from the endpoint's cache
 
     @property
     def total_tokens(self) -> int | None:

@@ -56,9 +56,10 @@ class Provider(Protocol):
         """The endpoint's own error message from an error response body."""
 
 
-def usage_from(prompt: object, completion: object) -> Usage:
-    """Usage from two counts that may be missing or malformed."""
+def usage_from(prompt: object, completion: object, cached: object = None) -> Usage:
+    """Usage from counts that may be missing or malformed."""
     return Usage(
         prompt_tokens=prompt if isinstance(prompt, int) else None,
         completion_tokens=completion if isinstance(completion, int) else None,
+        cached_tokens=cached if isinstance(cached, int) and not isinstance(cached, bool) else None,
     )

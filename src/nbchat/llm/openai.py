@@ -23,6 +23,7 @@ from ..events import (
     ToolCallRequested,
     UsageReported,
 )
+from ..records import Usage
 from ._protocol import Reply, usage_from
 from ._sse import SSEDecoder
 from ._think import ThinkSplitter, split_think
@@ -102,9 +103,7 @@ class OpenAIProvider:
                     raise ServerError(f"the endpoint reported an error mid-stream: {_message(obj)}")
                 usage = obj.get("usage")
                 if usage:
-                    yield UsageReported(
-                        usage_from(usage.get("prompt_tokens"), usage.get("completion_tokens"))
-                    )
+                    yield UsageReported(_usage(usage))
         if finish is None:
             raise StreamCutOff(
                 "the answer stream ended before the endpoint said it was done; "
@@ -131,7 +130,7 @@ class OpenAIProvider:
             text=text,
             reasoning=reasoning,
             tool_calls=calls,
-            usage=usage_from(usage.get("prompt_tokens"), usage.get("completion_tokens")),
+            usage=_usage(usage),
             finish_reason=choice.get("finish_reason"),
         )
 
@@ -216,3 +215,10 @@ class _ToolCallAssembler:
                     arguments="".join(part["arguments"]) or "{}",
                 )
             )
+
+
+def _usage(usage: Any) -> Usage:
+    """The counts of OpenAI's ``usage``, with the prompt tokens it served from its cache."""
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return usage_from(usage.get("prompt_tokens"), usage.get("completion_tokens"), cached)

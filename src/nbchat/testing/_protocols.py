@@ -39,6 +39,7 @@ class Answer:
     finish_reason: str | None
     usage: bool
     prompt_tokens: int
+    cached_tokens: int = 0
     reasoning: list[str] = field(default_factory=list)  # chunks of a separate thinking field
     reasoning_field: str = "reasoning_content"
     no_finish: bool = False
@@ -222,12 +223,15 @@ class OpenAI:
     def _finish_reason(self, answer: Answer) -> str:
         return answer.finish_reason or ("tool_calls" if answer.tool_calls else "stop")
 
-    def _usage(self, answer: Answer) -> dict[str, int]:
-        return {
+    def _usage(self, answer: Answer) -> dict[str, Any]:
+        usage: dict[str, Any] = {
             "prompt_tokens": answer.prompt_tokens,
             "completion_tokens": answer.completion_tokens,
             "total_tokens": answer.prompt_tokens + answer.completion_tokens,
         }
+        if answer.cached_tokens:
+            usage["prompt_tokens_details"] = {"cached_tokens": answer.cached_tokens}
+        return usage
 
 
 _OPENAI_ERRORS: dict[int, tuple[str, str | None, str]] = {

@@ -63,6 +63,9 @@ class Reply:
         or the server stopping ends it sooner, so a test never hangs on it.
     usage
         Report token usage (OpenAI streams only when the request asks for it).
+    cached_tokens
+        Say that many prompt tokens came from the endpoint's cache (OpenAI's
+        ``usage.prompt_tokens_details.cached_tokens``).
     finish_reason
         Overrides ``"stop"`` / ``"tool_calls"`` (e.g. ``"length"``, as a server
         says when ``max_tokens`` cut the answer).
@@ -100,6 +103,7 @@ class Reply:
     repeat_bytes: int | None = None
     repeat_seconds: float = 30.0
     usage: bool = True
+    cached_tokens: int = 0
     finish_reason: str | None = None
     reasoning: str = ""
     reasoning_as: str = "reasoning_content"

@@ -303,6 +303,7 @@ class ScriptedServer:
             finish_reason=reply.finish_reason,
             usage=reply.usage,
             prompt_tokens=count_prompt_tokens(body),
+            cached_tokens=reply.cached_tokens,
             reasoning=reasoning,
             reasoning_field=reply.reasoning_as,
             no_finish=reply.no_finish,
