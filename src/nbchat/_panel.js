@@ -268,7 +268,7 @@ function render({ model, el }) {
   search.type = "search";
   search.placeholder = "Search threads";
   search.setAttribute("aria-label", "Search threads");
-  const popNew = button("nbchat-button", "New thread");
+  const popNew = iconButton("plus", "New thread", "nbchat-new");
   const popRefresh = iconButton("refresh", "Reload threads and models", "nbchat-refresh");
   const popBar = node("div", "nbchat-pop-bar");
   popBar.append(search, popNew, popRefresh);

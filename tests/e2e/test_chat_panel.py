@@ -53,12 +53,14 @@ root => {
         problems.push(`panel right ${box.right} past ${Math.min(parent.right, window.innerWidth)}`);
     if (box.bottom > window.innerHeight + 1)
         problems.push(`panel bottom ${box.bottom} past the window ${window.innerHeight}`);
-    for (const sel of ['.nbchat-header', '.nbchat-bar', '.nbchat-composer', '.nbchat-usage']) {
+    for (const sel of ['.nbchat-header', '.nbchat-bar', '.nbchat-composer', '.nbchat-usage',
+                       '.nbchat-pop-bar']) {
         const el = root.querySelector(sel);
         if (el && el.offsetParent !== null && el.scrollWidth > el.clientWidth + 1)
             problems.push(`${sel} overflows: ${el.scrollWidth} > ${el.clientWidth}`);
     }
-    for (const el of root.querySelectorAll('.nbchat-header > *, .nbchat-bar > *')) {
+    const rows = '.nbchat-header > *, .nbchat-bar > *, .nbchat-pop-bar > *';
+    for (const el of root.querySelectorAll(rows)) {
         if (el.offsetParent === null) continue;
         const r = el.getBoundingClientRect();
         if (r.right > box.right + 1) problems.push(`${el.className} clipped at the right`);
@@ -258,6 +260,7 @@ def test_the_panel_looks_native_and_does_what_a_chat_panel_does(
     search.fill("many")
     threads = side.get_by_role("listbox", name="Threads").get_by_role("option")
     expect(threads).to_have_text([re.compile(r"Many questions \(#2\)")])
+    assert side.evaluate(_JS_LAYOUT) == []  # the switcher's row too
     screenshot(page, "chat-panel/switcher")
     search.press("Enter")
     expect(side.locator(".nbchat-title")).to_have_text("Many questions")
