@@ -45,7 +45,7 @@ import contextlib
 import contextvars
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,7 @@ from traitlets import Bool, Dict, Float, Instance, Int, List, Unicode
 
 from . import markup
 from ._messages import conversation_view, message, thread_view
+from ._panel_stream import LiveSink, Stoppable, mentioned
 from ._prompts import (
     OutputHandle,
     PromptGroup,
@@ -218,11 +219,11 @@ class ChatPanel(anywidget.AnyWidget):
         self._shown_turns = self.page_size
         self._infos: dict[int, ThreadInfo] = {}
         self._stamp: object = None
-        self._turn: _Stoppable | None = None
+        self._turn: Stoppable | None = None
         self._worker: threading.Thread | None = None
         self._answer_callbacks = widgets.CallbackDispatcher()
         self._thread_callbacks = widgets.CallbackDispatcher()
-        self.live = _LiveSink(self)
+        self.live = LiveSink(self)
         shell = get_ipython()
         from ._notebook import Notebook
 
@@ -302,8 +303,8 @@ class ChatPanel(anywidget.AnyWidget):
         thread_id = self.thread_id
         if thread_id is None:
             thread_id = self.chat.new_thread(model)
-        mentioned, note = _mentioned(query)
-        context = [*self._take_context(), *mentioned]
+        named, note = mentioned(query)
+        context = [*self._take_context(), *named]
         events = self.chat.iter_ask(thread_id, query, model=model, context=context)
         self.refresh_variables()
         self.value = ""
@@ -487,7 +488,7 @@ class ChatPanel(anywidget.AnyWidget):
         """Stream a turn here, or in a background thread (see ``background``)."""
         self._set_streaming(True)
         self.live.query = query or ""
-        turn = self._turn = _Stoppable(events)
+        turn = self._turn = Stoppable(events)
         background = self.background
         if background is None:
             background = getattr(self._shell, "kernel", None) is not None and (
@@ -689,81 +690,5 @@ _INTENTS = {
 }
 
 
-class _LiveSink:
-    """The display handle the renderer streams into: the panel's one streaming message."""
-
-    def __init__(self, panel: ChatPanel) -> None:
-        self.panel = panel
-        self.query = ""
-        self.data: dict[str, Any] = {}
-
-    def display(self, obj: object, **kwargs: Any) -> None:
-        self.update(obj, **kwargs)
-
-    def update(self, obj: object, *, raw: bool = False, **_: Any) -> None:
-        """Show the renderer's mimebundle ``obj`` (always raw: markup made it)."""
-        data = dict(obj) if raw else {"text/plain": str(obj)}  # type: ignore[call-overload]
-        self.data = data
-        self.panel.streaming_message = {
-            "query": self.query, "html": str(data.get("text/html", "")),
-            "model": self.panel.model,
-        }
-
-    def clear(self) -> None:
-        self.data = {}
-        self.panel.streaming_message = {}
-
-    @property
-    def text(self) -> str:
-        return str(self.data.get("text/plain", ""))
-
-
-class _Stoppable:
-    """A turn's events that :meth:`stop`, called from any thread, ends as interrupted.
-
-    An :class:`~nbchat.Answer` stops at once (its connection is shut down and
-    it ends with the interrupted TurnFinished). Whatever still comes after the
-    stop ends the turn too: the generator is closed (the engine records the
-    turn as interrupted) and the renderer sees the interrupt it knows from a cell.
-    """
-
-    def __init__(self, events: Iterable[Event]) -> None:
-        self.events = events
-        self.is_stopped = threading.Event()
-
-    def __iter__(self) -> Iterator[Event]:
-        for event in self.events:
-            yield event
-            if self.is_stopped.is_set():
-                self.close()
-                raise KeyboardInterrupt
-
-    def stop(self) -> None:
-        self.is_stopped.set()
-        stop = getattr(self.events, "stop", None)
-        if stop is not None:
-            stop()
-
-    def close(self) -> None:
-        close = getattr(self.events, "close", None)
-        if close is not None:
-            close()
-
-
 def _label(title: str, thread_id: int) -> str:
     return f"{title or 'Untitled'} (#{thread_id})"
-
-
-def _mentioned(query: str) -> tuple[list[Any], str]:
-    """The objects ``query`` mentions with ``@name`` in this kernel's namespace, and a note
-    naming those it did not find."""
-    from IPython import get_ipython
-
-    from ._notebook import Notebook
-
-    shell = get_ipython()
-    if shell is None:
-        return [], ""
-    attached = Notebook(shell).attach(query)
-    missing = ", ".join(attached.unresolved)
-    return list(attached.items), f"not defined here, no context attached: {missing}" * bool(missing)
