@@ -10,7 +10,10 @@ from shell_helpers import ip, run, server  # noqa: F401  (fixtures for the magic
 
 pytest_plugins = ["store_backends"]  # the store fixtures for both backends
 
-_CLEARED = ("OPENAI_API_KEY", "JUPYTERHUB_USER")
+_CLEARED = (
+    "OPENAI_API_KEY", "JUPYTERHUB_USER", "ANTHROPIC_API_KEY", "AZURE_OPENAI_API_KEY",
+    "AZURE_OPENAI_AD_TOKEN", "GEMINI_API_KEY", "OPENAI_API_VERSION",
+)  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
@@ -22,3 +25,7 @@ def _isolated_environment(
             monkeypatch.delenv(var)
     monkeypatch.setenv("NBCHAT_STORE", str(tmp_path_factory.mktemp("store")))
     monkeypatch.setenv("NBCHAT_USER", "tester")
+    # MCP servers come from mcp.json files only: none of the machine's, unless a test writes one.
+    config = tmp_path_factory.mktemp("jupyter-config")
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(config))
+    monkeypatch.setenv("NBCHAT_MCP_ADMIN_CONFIG", str(config / "admin-mcp.json"))

@@ -12,7 +12,7 @@ from nbchat._code_tool import RunCode
 from nbchat.context import CONTEXT_NOTE, ContextItem, describe
 from nbchat.errors import NoPendingCall
 from nbchat.events import ToolCallPending, ToolResult, TurnFinished
-from nbchat.testing import Reply
+from nbchat.testing import Reply, ScriptedServer
 
 
 def tool_results(server):
@@ -46,11 +46,7 @@ def test_context_is_sent_apart_from_the_question_and_kept_in_the_thread(
     assert first == [
         {
             "role": "user",
-            "content": [
-                {"type": "text", "text": "How many rows?"},
-                {"type": "text", "text": CONTEXT_NOTE},
-                {"type": "text", "text": item.as_text()},
-            ],
+            "content": f"How many rows?\n\n{CONTEXT_NOTE}\n\n{item.as_text()}",
         },
     ]
     assert chat.store.get(thread).turns[0].context == [item]
@@ -179,3 +175,33 @@ def test_the_cap_keeps_asking_whatever_the_user_set(scripted_server, tmp_path, r
     scripted_server.script(Reply(tool_calls=[RUN], times=1), Reply("Done."))
     thread = chat.new_thread()
     assert chat.ask(thread, "Mean?").status == "suspended" and runs == []
+
+
+def test_attached_context_counts_in_the_window_so_nothing_overflows(tmp_path):
+    """The window weighs what each earlier question attached, not its text alone."""
+    notes = ContextItem("notes", "text", " ".join(f"word{i}" for i in range(600)))
+    with ScriptedServer(context_size=3000) as server:
+        server.script(Reply("Noted."))
+        chat = make_chat(server, tmp_path)
+        thread = chat.new_thread()
+        for question in range(6):
+            chat.ask(thread, f"Question {question}?", context=[notes])
+        asked = [r for r in server.chat_requests if r.messages[-1]["content"] != "Noted."]
+        questions = [r for r in asked if "Question" in str(r.messages[-1]["content"])]
+        # One request a question: none was refused as too long and sent again.
+        assert len(questions) == 6
+        assert "Question 0?" not in str(questions[-1].messages)  # the oldest went first
+
+
+def test_the_endpoints_own_token_count_teaches_the_window(tmp_path):
+    """Usage and overflow counts (here a token a word) scale later windows for the model."""
+    words = ContextItem("words", "text", " ".join(["a"] * 1500))  # 1500 tokens, estimated ~750
+    with ScriptedServer(context_size=4000) as server:
+        server.script(Reply("Noted."))
+        chat = Chat(base_url=server.url, store=tmp_path / "store", model="scripted-small",
+                    options={"max_tokens": 100})  # fmt: skip
+        thread = chat.new_thread()
+        for question in range(5):
+            chat.ask(thread, f"Question {question}?", context=[words])
+        refused = [r for r in server.chat_requests if r.status == 400]
+        assert len(refused) <= 1  # the first count taught the window; no refusal after it

@@ -13,6 +13,7 @@ from nbchat.context import CONTEXT_NOTE, describe
 from nbchat.events import TextDelta
 from nbchat.llm import LLMClient
 from nbchat.testing import Reply
+from provider_helpers import PROVIDERS, base_url
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -28,7 +29,7 @@ def items():
 
 
 def stream(server, provider, messages):
-    url = server.url if provider == "openai" else server.ollama_url
+    url = base_url(server, provider)
     client = LLMClient(Settings(base_url=url, provider=provider, model="scripted-small"))
     return "".join(
         e.text for e in client.stream(messages, model="scripted-small") if isinstance(e, TextDelta)
@@ -76,7 +77,7 @@ def test_ollama_gets_one_text_and_the_images_field(scripted_server, items):
     assert scripted_server.chat_requests[-1].images == [base64.b64decode(fig.image.data)]
 
 
-@pytest.mark.parametrize("provider", ["openai", "ollama"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_messages_without_context_are_sent_unchanged(scripted_server, provider):
     messages = [{"role": "user", "content": "hi"}]
     stream(scripted_server, provider, messages)
@@ -84,7 +85,7 @@ def test_messages_without_context_are_sent_unchanged(scripted_server, provider):
     assert scripted_server.chat_requests[-1].images == []
 
 
-@pytest.mark.parametrize("provider", ["openai", "ollama"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_the_demo_model_says_which_context_it_received(scripted_server, provider, items):
     message = {"role": "user", "content": "Why?", "context": [i.to_dict() for i in items]}
     assert stream(scripted_server, provider, [message]) == (
@@ -94,7 +95,7 @@ def test_the_demo_model_says_which_context_it_received(scripted_server, provider
     )
 
 
-@pytest.mark.parametrize("provider", ["openai", "ollama"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_model_that_refuses_images_gives_one_line_naming_it(provider, items):
     from nbchat.errors import ServerError
     from nbchat.testing import ScriptedServer
@@ -143,3 +144,23 @@ def test_the_official_clients_send_images_the_scripted_server_records(scripted_s
         client.close()
     assert answer.message.content.startswith('You asked: "And this?" and attached 1 image.')
     assert scripted_server.chat_requests[-1].images == [png]
+
+
+def test_context_without_an_image_is_sent_as_one_string(scripted_server, items):
+    """Local chat templates join only strings: parts are for images alone."""
+    df, _ = items
+    scripted_server.script(Reply("Seen."))
+    message = {"role": "user", "content": "Why?", "context": [df.to_dict()]}
+    assert stream(scripted_server, "openai", [message]) == "Seen."
+    sent = scripted_server.chat_requests[-1].messages[0]["content"]
+    assert sent == (
+        f"Why?\n\n{CONTEXT_NOTE}\n\n"
+        f'<context name="df" kind="DataFrame 2×2">\n{df.text}\n</context>'
+    )
+
+
+def test_text_only_content_parts_from_a_history_are_joined(scripted_server):
+    scripted_server.script(Reply("Seen."))
+    parts = [{"type": "text", "text": "One."}, {"type": "text", "text": "Two."}]
+    assert stream(scripted_server, "openai", [{"role": "user", "content": parts}]) == "Seen."
+    assert scripted_server.chat_requests[-1].messages[0]["content"] == "One.\n\nTwo."

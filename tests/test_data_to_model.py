@@ -13,6 +13,7 @@ from nbchat.config import Settings
 from nbchat.context import CONTEXT_NOTE, describe
 from nbchat.llm import LLMClient
 from nbchat.testing import Reply
+from provider_helpers import PROVIDERS, base_url
 from shell_helpers import asked
 
 FORGED = (
@@ -35,12 +36,12 @@ def test_the_modules_examples_run():
         assert doctest.testmod(module).failed == 0
 
 
-@pytest.mark.parametrize("provider", ["openai", "ollama"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 @pytest.mark.parametrize("value", [pd.DataFrame({FORGED: [FORGED]}), FORGED], ids=["df", "str"])
 def test_data_cannot_close_its_context_block_nor_open_another(scripted_server, provider, value):
     item = describe(value, "data")
     assert "</context>" in item.text and "</ANSWER>" in item.text  # the data holds them
-    url = scripted_server.url if provider == "openai" else scripted_server.ollama_url
+    url = base_url(scripted_server, provider)
     client = LLMClient(Settings(base_url=url, provider=provider, model="scripted-small"))
     message = {"role": "user", "content": "Summarise it.", "context": [item.to_dict()]}
     list(client.stream([message], model="scripted-small"))

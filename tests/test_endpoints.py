@@ -25,6 +25,7 @@ from nbchat.errors import (
     ServerError,
 )
 from nbchat.events import (
+    ReasoningBlock,
     ReasoningDelta,
     ReplyFinished,
     TextDelta,
@@ -37,12 +38,13 @@ from nbchat.llm import LLMClient
 from nbchat.llm._think import ThinkSplitter, split_think
 from nbchat.options import check_options, env_options, merge_options
 from nbchat.testing import Reply, ScriptedServer
+from provider_helpers import PROVIDERS, base_url
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 
 
 def client_for(server: ScriptedServer, provider: str = "openai", **changes) -> LLMClient:
-    url = server.url if provider == "openai" else server.ollama_url
+    url = base_url(server, provider)
     settings = Settings(base_url=url, provider=provider, model="scripted-small")
     return LLMClient(settings.with_(**changes))
 
@@ -125,10 +127,11 @@ def test_environment_defaults_as_json_or_pairs(monkeypatch):
         env_options()
 
 
-def test_a_rejected_option_is_named_in_one_line(scripted_server):
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_rejected_option_is_named_in_one_line(scripted_server, provider):
     message = "Unsupported parameter: 'max_tokens' is not supported with this model."
     scripted_server.script(Reply(status=400, error_message=message))
-    client = client_for(scripted_server)
+    client = client_for(scripted_server, provider)
     with pytest.raises(OptionRejected) as caught:
         list(client.stream(MESSAGES, model="scripted-small", options={"max_tokens": 9}))
     assert caught.value.option == "max_tokens"
@@ -136,21 +139,38 @@ def test_a_rejected_option_is_named_in_one_line(scripted_server):
     assert "\n" not in str(caught.value)
 
 
+def test_a_multi_line_refusal_is_cut_to_the_line_naming_the_option(scripted_server):
+    message = (
+        "Invalid request:\n  File \"server.py\", line 9, in handle\n"
+        "ValueError: unsupported param top_k for this model\n\n    (see the docs)"
+    )
+    scripted_server.script(Reply(status=400, error_message=message))
+    with pytest.raises(OptionRejected) as caught:
+        list(client_for(scripted_server).stream(MESSAGES, model="scripted-small",
+                                                options={"top_k": 5}))  # fmt: skip
+    assert str(caught.value) == (
+        f"the model endpoint at {scripted_server.url} rejected the option top_k (HTTP 400: "
+        "ValueError: unsupported param top_k for this model); change or remove it"
+    )
+
+
 # -- retries ------------------------------------------------------------------
 
 
-def test_a_request_error_behind_http_500_is_not_retried(scripted_server):
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_request_error_behind_http_500_is_not_retried(scripted_server, provider):
     scripted_server.script(
         Reply(status=500, error_message="Failed to parse tool call arguments as JSON")
     )
     with pytest.raises(ServerError, match="Failed to parse tool call arguments"):
-        list(client_for(scripted_server).stream(MESSAGES, model="scripted-small"))
+        list(client_for(scripted_server, provider).stream(MESSAGES, model="scripted-small"))
     assert len(scripted_server.chat_requests) == 1
 
 
-def test_a_plain_server_failure_is_still_retried(scripted_server):
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_plain_server_failure_is_still_retried(scripted_server, provider):
     scripted_server.script(Reply(status=500, times=1), Reply("Recovered."))
-    events = reply_events(client_for(scripted_server))
+    events = reply_events(client_for(scripted_server, provider))
     assert events == [TextDelta("Recovered."), ReplyFinished("stop")]
     assert len(scripted_server.chat_requests) == 2
 
@@ -158,32 +178,35 @@ def test_a_plain_server_failure_is_still_retried(scripted_server):
 # -- honest endings -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("provider", ["openai", "ollama"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_reply_cut_at_the_token_limit_says_length(scripted_server, provider):
     scripted_server.script(Reply("one two three", finish_reason="length"))
     events = reply_events(client_for(scripted_server, provider))
     assert events[-1] == ReplyFinished("length")
 
 
-def test_done_without_a_finish_reason_finishes_with_none(scripted_server):
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_done_without_a_finish_reason_finishes_with_none(scripted_server, provider):
     scripted_server.script(Reply("cut short", no_finish=True))
-    events = reply_events(client_for(scripted_server))
+    events = reply_events(client_for(scripted_server, provider))
     assert events == [TextDelta("cut "), TextDelta("short"), ReplyFinished(None)]
 
 
-def test_a_truncated_tool_call_arrives_before_the_length_finish(scripted_server):
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_truncated_tool_call_arrives_before_the_length_finish(scripted_server, provider):
     scripted_server.script(Reply(tool_calls=[("f", '{"x": 1')], finish_reason="length"))
-    events = reply_events(client_for(scripted_server))
+    events = reply_events(client_for(scripted_server, provider))
     assert events == [
         ToolCallRequested(ToolCall(id="call_1", name="f", arguments='{"x": 1')),
         ReplyFinished("length"),
     ]
 
 
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
 @pytest.mark.parametrize("stream", [True, False])
-def test_an_empty_body_after_the_headers_says_what_happened(scripted_server, stream):
+def test_an_empty_body_after_the_headers_says_what_happened(scripted_server, stream, provider):
     scripted_server.script(Reply(empty_body=True))
-    client = client_for(scripted_server)
+    client = client_for(scripted_server, provider)
     with pytest.raises(EmptyAnswer) as caught:
         if stream:
             list(client.stream(MESSAGES, model="scripted-small"))
@@ -205,6 +228,7 @@ def test_an_empty_body_after_the_headers_says_what_happened(scripted_server, str
         ("openai", "think"),
         ("ollama", "reasoning_content"),
         ("ollama", "think"),
+        ("anthropic", "reasoning_content"),
     ],
 )
 def test_reasoning_arrives_apart_from_the_answer(scripted_server, provider, form):
@@ -214,11 +238,11 @@ def test_reasoning_arrives_apart_from_the_answer(scripted_server, provider, form
     text = "".join(e.text for e in events if type(e) is TextDelta)
     assert (reasoning, text) == ("Let me see.", "The answer.")
     first_text = next(i for i, e in enumerate(events) if type(e) is TextDelta)
-    assert all(type(e) is ReasoningDelta for e in events[:first_text])
+    assert all(type(e) in (ReasoningDelta, ReasoningBlock) for e in events[:first_text])
     assert events[-1] == ReplyFinished("stop")
 
 
-@pytest.mark.parametrize("provider", ["openai", "ollama"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 @pytest.mark.parametrize("form", ["reasoning_content", "think"])
 def test_whole_replies_keep_reasoning_out_of_the_text(scripted_server, provider, form):
     scripted_server.script(Reply("The answer.", reasoning="Let me see.", reasoning_as=form))
@@ -280,7 +304,10 @@ def test_an_overflow_names_the_context_size_and_is_not_retried():
         with pytest.raises(ContextOverflow) as caught:
             list(client.stream(long, model="scripted-small"))
         assert caught.value.context_size == 5
-        assert "NBCHAT_CONTEXT_SIZE" in str(caught.value)
+        assert caught.value.prompt_tokens == 7
+        # The endpoint said its size, so setting it cannot help: the advice is what can.
+        assert "NBCHAT_CONTEXT_SIZE" not in str(caught.value)
+        assert "attach less" in str(caught.value)
         assert len(server.chat_requests) == 1
 
 

@@ -32,11 +32,20 @@ from nbchat.magics import CONTINUE_QUESTION, load
 from nbchat.options import TITLE_OPTIONS
 from nbchat.render import render_turn
 from nbchat.testing import Reply, ScriptedServer
+from provider_helpers import base_url
+
+ON_BOTH = pytest.mark.parametrize("provider", ["openai", "anthropic"])
 
 
 @pytest.fixture
 def chat(scripted_server: ScriptedServer, tmp_path: Path) -> Chat:
     return Chat(base_url=scripted_server.url, store=tmp_path / "store", model="scripted-small")
+
+
+def chat_on(server: ScriptedServer, provider: str, store: Path, **kwargs: Any) -> Chat:
+    """A Chat whose endpoint is the scripted server speaking ``provider``'s wire format."""
+    url = base_url(server, provider)
+    return Chat(base_url=url, provider=provider, store=store, model="scripted-small", **kwargs)
 
 
 def asked(server: ScriptedServer) -> list[Any]:
@@ -94,6 +103,17 @@ def test_llm_and_history_questions_take_options(scripted_server):
     )
 
 
+def test_an_llm_answer_says_whether_it_is_whole(scripted_server):
+    scripted_server.script(Reply("One two", when="cut", finish_reason="length"), Reply("Done."))
+    llm = LLM("scripted-small", base_url=scripted_server.url)
+    cut = llm.ask("Please cut this", options={"max_tokens": 2})
+    assert cut == "One two" and isinstance(cut, str)
+    assert (cut.status, cut.finish_reason, cut.complete) == ("incomplete", "length", False)
+    assert "%chat --continue" in cut.note
+    whole = llm.ask_with_history("Whole?", ChatHistory())
+    assert (whole, whole.status, whole.complete) == ("Done.", "complete", True)
+
+
 def test_the_title_request_has_its_own_small_cap(chat, scripted_server):
     thread = chat.new_thread(options={"max_tokens": 4000, "num_ctx": 8192})
     chat.ask(thread, "Tell me about sorting lists")
@@ -106,7 +126,11 @@ def test_the_title_request_has_its_own_small_cap(chat, scripted_server):
 # -- honest endings -----------------------------------------------------------------
 
 
-def test_an_answer_cut_at_the_token_limit_is_incomplete_and_says_so(chat, scripted_server):
+@ON_BOTH
+def test_an_answer_cut_at_the_token_limit_is_incomplete_and_says_so(
+    scripted_server, tmp_path, provider
+):
+    chat = chat_on(scripted_server, provider, tmp_path)
     scripted_server.script(Reply("One two three", finish_reason="length", reasoning="Hm."))
     thread = chat.new_thread()
     answer = chat.iter_ask(thread, "Count", options={"max_tokens": 3})
@@ -126,7 +150,9 @@ def test_an_answer_cut_at_the_token_limit_is_incomplete_and_says_so(chat, script
     assert turn.answer == "One two three"
 
 
-def test_a_stream_ending_without_a_finish_reason_is_incomplete(chat, scripted_server):
+@ON_BOTH
+def test_a_stream_ending_without_a_finish_reason_is_incomplete(scripted_server, tmp_path, provider):
+    chat = chat_on(scripted_server, provider, tmp_path)
     scripted_server.script(Reply("Half an answer", no_finish=True))
     thread = chat.new_thread()
     answer = chat.ask(thread, "Tell me")
@@ -134,7 +160,8 @@ def test_a_stream_ending_without_a_finish_reason_is_incomplete(chat, scripted_se
     assert chat.store.get(thread).turns[0].finish_reason is None
 
 
-def test_a_truncated_tool_call_is_never_run(scripted_server, tmp_path):
+@ON_BOTH
+def test_a_truncated_tool_call_is_never_run(scripted_server, tmp_path, provider):
     ran: list[str] = []
 
     @nbchat.tool
@@ -143,8 +170,7 @@ def test_a_truncated_tool_call_is_never_run(scripted_server, tmp_path):
         ran.append(path)
         return "deleted"
 
-    chat = Chat(base_url=scripted_server.url, store=tmp_path, model="scripted-small",
-                tools=[delete])  # fmt: skip
+    chat = chat_on(scripted_server, provider, tmp_path, tools=[delete])
     scripted_server.script(
         Reply("Deleting.", tool_calls=[("delete", '{"path": "/home/ana/notes')],
               finish_reason="length"),
@@ -177,10 +203,11 @@ def test_a_500_turn_thread_keeps_answering_on_a_4k_context(tmp_path):
     assert len(chat.store.get(thread).turns) == 502  # the stored thread is never trimmed
 
 
-def test_an_overflow_is_retried_once_with_a_smaller_window(tmp_path, monkeypatch):
+@ON_BOTH
+def test_an_overflow_is_retried_once_with_a_smaller_window(tmp_path, monkeypatch, provider):
     monkeypatch.setenv("NBCHAT_CONTEXT_SIZE", "100000")  # the client believes a larger context
     with ScriptedServer(context_size=2000) as server:
-        chat = Chat(base_url=server.url, store=tmp_path, model="scripted-small")
+        chat = chat_on(server, provider, tmp_path)
         thread = long_thread(chat, 60)
         events = list(chat.iter_ask(thread, "Still there?"))
         assert events[-1].status == "complete"
@@ -190,9 +217,10 @@ def test_an_overflow_is_retried_once_with_a_smaller_window(tmp_path, monkeypatch
         assert len(asked(server)[1].messages) < len(asked(server)[0].messages)
 
 
-def test_an_overflow_that_a_window_cannot_fix_fails_once(tmp_path):
+@ON_BOTH
+def test_an_overflow_that_a_window_cannot_fix_fails_once(tmp_path, provider):
     with ScriptedServer(context_size=5) as server:
-        chat = Chat(base_url=server.url, store=tmp_path, model="scripted-small")
+        chat = chat_on(server, provider, tmp_path)
         thread = chat.new_thread()
         with pytest.raises(nbchat.ContextOverflow):
             chat.ask(thread, "one two three four five six seven eight")
@@ -202,8 +230,14 @@ def test_an_overflow_that_a_window_cannot_fix_fails_once(tmp_path):
 # -- reasoning ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("form", ["reasoning_content", "think"])
-def test_reasoning_is_kept_with_the_turn_and_never_sent_back(chat, scripted_server, form):
+@pytest.mark.parametrize(
+    ("provider", "form"),
+    [("openai", "reasoning_content"), ("openai", "think"), ("anthropic", "reasoning_content")],
+)
+def test_reasoning_is_kept_with_the_turn_and_never_sent_back(
+    scripted_server, tmp_path, provider, form
+):
+    chat = chat_on(scripted_server, provider, tmp_path)
     scripted_server.script(Reply("Four.", reasoning="Two and two.", reasoning_as=form, times=1))
     thread = chat.new_thread()
     events = list(chat.iter_ask(thread, "What is 2+2?"))
@@ -259,7 +293,7 @@ def test_the_cell_says_why_an_answer_stopped_and_what_was_left_out(ip):
     with capture_output() as cap:
         result = render_turn(events, mode="final")
     assert cap.outputs[-1].data["text/plain"] == (
-        "One two\n\n✂️ stopped at the 2-token limit — `%chat --continue` to go on\n\n"
+        "One two\n\n… stopped at the 2-token limit — `%chat --continue` to go on\n\n"
         "ℹ️ 12 earlier turns were left out of the request to fit the model's 4,096-token "
         "context (the thread keeps them)"
     )

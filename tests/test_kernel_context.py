@@ -13,6 +13,7 @@ import pytest
 from kernel_helpers import Kernel, kernel_env
 from nbchat.chat import TITLE_PROMPT
 from nbchat.testing import Reply, ScriptedServer
+from wire_helpers import content_parts
 
 pytestmark = pytest.mark.kernel
 
@@ -52,7 +53,7 @@ def test_a_dataframe_and_an_array_go_as_context(kernel: Kernel, server: Scripted
     assert stdout(run).splitlines()[0] == (
         "context: df.price (Series 1,000 (float64)), weights (ndarray 10,000,000 float64)"
     )
-    content = asked(server)[-1].messages[-1]["content"]
+    content = content_parts(asked(server)[-1].messages[-1]["content"])
     assert content[0] == {"type": "text", "text": "Compare @df.price with @weights"}
     assert content[1]["text"].startswith("Attached below, each in a <context> block")
     assert content[2]["text"].startswith(

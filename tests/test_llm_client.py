@@ -25,17 +25,18 @@ from nbchat.events import (
 from nbchat.llm import LLMClient, Reply
 from nbchat.testing import Reply as Script
 from nbchat.testing import ScriptedServer
+from provider_helpers import PROVIDERS, base_url
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 
 
 def client_for(server: ScriptedServer, provider: str = "openai", **changes) -> LLMClient:
-    url = server.url if provider == "openai" else server.ollama_url
+    url = base_url(server, provider)
     settings = Settings(base_url=url, provider=provider, model="scripted-small")
     return LLMClient(settings.with_(**changes)) if changes else LLMClient(settings)
 
 
-@pytest.mark.parametrize("provider", ["openai", "ollama"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_streamed_text_arrives_in_order_with_usage_and_finish(scripted_server, provider):
     scripted_server.script(Script(chunks=["Hel", "lo ", "wörld"]))
     events = list(client_for(scripted_server, provider).stream(MESSAGES, model="scripted-small"))
@@ -47,7 +48,7 @@ def test_streamed_text_arrives_in_order_with_usage_and_finish(scripted_server, p
     assert scripted_server.chat_requests[-1].messages == MESSAGES
 
 
-@pytest.mark.parametrize("provider", ["openai", "ollama"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_parallel_tool_calls_are_assembled(scripted_server, provider):
     scripted_server.script(
         Script("Checking.", tool_calls=[("weather", {"city": "Oslo"}), ("time", {"tz": "UTC"})])
@@ -61,7 +62,7 @@ def test_parallel_tool_calls_are_assembled(scripted_server, provider):
     assert len({c.id for c in calls}) == 2
 
 
-@pytest.mark.parametrize("provider", ["openai", "ollama"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_non_streamed_reply(scripted_server, provider):
     scripted_server.script(Script("All at once.", tool_calls=[("f", {"a": 1})]))
     reply = client_for(scripted_server, provider).complete(MESSAGES, model="scripted-small")
@@ -70,7 +71,7 @@ def test_non_streamed_reply(scripted_server, provider):
     assert isinstance(reply, Reply) and isinstance(reply.usage, Usage)
 
 
-@pytest.mark.parametrize("provider", ["openai", "ollama"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_models_are_listed(scripted_server, provider):
     models = client_for(scripted_server, provider).list_models()
     assert [m.split(":")[0] for m in models] == ["nbchat-demo", "scripted-large", "scripted-small"]
@@ -141,14 +142,14 @@ def test_no_retry_once_the_answer_has_started(scripted_server):
     assert len(scripted_server.chat_requests) == 1
 
 
-@pytest.mark.parametrize("provider", ["openai", "ollama"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_cut_stream_is_an_error_never_a_short_answer(scripted_server, provider):
     scripted_server.script(Script(tokens=50, cut_after=5))
     with pytest.raises(StreamCutOff):
         list(client_for(scripted_server, provider).stream(MESSAGES, model="scripted-small"))
 
 
-@pytest.mark.parametrize("provider", ["openai", "ollama"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_malformed_stream_is_reported(scripted_server, provider):
     scripted_server.script(Script(tokens=10, malformed_after=3))
     with pytest.raises(MalformedStream, match="not (a )?JSON"):
@@ -172,7 +173,7 @@ def test_missing_key_names_the_variable_and_never_the_key():
     assert "wrong-key-456" not in str(wrong.value)
 
 
-@pytest.mark.parametrize("provider", ["openai", "ollama"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_unknown_model_lists_what_is_offered(scripted_server, provider):
     with pytest.raises(ModelNotFound) as caught:
         list(client_for(scripted_server, provider).stream(MESSAGES, model="gpt-9"))

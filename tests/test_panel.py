@@ -396,5 +396,5 @@ def test_cached_prompt_tokens_the_endpoint_reports_show_in_the_gauge(chat, scrip
     panel.value = "What is 2+2?"
     panel.submit()
     (turn,) = chat.store.get(panel.thread_id).turns
-    assert turn.usage["cached_tokens"] == 12
+    assert turn.usage["cache_read_tokens"] == 12
     assert panel.gauge["cached"] == 12

@@ -14,19 +14,23 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .events import ToolCall
-from .history import ChatHistory, estimate_tokens
+from .history import ChatHistory, estimate_tokens, sent_tokens
 
-Ending = Literal["complete", "length", "incomplete"]
+Ending = Literal["complete", "length", "incomplete", "refused"]
 COMPLETE_REASONS = frozenset({"stop", "tool_calls", "function_call", "end_turn", "eos"})
+REFUSALS = frozenset({"refusal", "content_filter"})  # Anthropic's; OpenAI's and Gemini's filter
 ANSWER_RESERVE = 1024  # tokens kept free for the answer when max_tokens is not set
 SAFETY = 0.9  # the token estimate is rough: use 90% of what is left
 
 
 def ending_of(finish_reason: str | None) -> Ending:
-    """``length`` when the token limit cut the reply, ``incomplete`` when the endpoint
-    never said it finished (``[DONE]`` without a finish reason), else ``complete``."""
+    """``length`` when the token limit cut the reply, ``refused`` when the model or the
+    endpoint's filter declined to go on, ``incomplete`` when the endpoint never said it
+    finished (``[DONE]`` without a finish reason), else ``complete``."""
     if finish_reason == "length":
         return "length"
+    if finish_reason in REFUSALS:
+        return "refused"
     if finish_reason is None:
         return "incomplete"
     return "complete"
@@ -38,6 +42,8 @@ def cut_note(ending: Ending, options: Mapping[str, Any]) -> str:
         limit = options.get("max_tokens")
         where = f"the {limit}-token limit" if limit else "the model's token limit"
         return f"stopped at {where} — `%chat --continue` to go on"
+    if ending == "refused":
+        return "the model declined to answer this (refusal); rephrase the question or ask another"
     if ending == "incomplete":
         return "the answer ended before the model said it was done — `%chat --continue` to go on"
     return ""
@@ -104,12 +110,23 @@ def fit_history(
     context_size: int | None,
     options: Mapping[str, Any],
     tools: Sequence[Mapping[str, Any]] | None = None,
+    scale: float = 1.0,
 ) -> Fitted:
-    """``history`` (system prompt, earlier turns, the question) cut to the context's window."""
+    """``history`` (system prompt, earlier turns, the question) cut to the context's window.
+
+    ``scale`` is the model's tokens per estimated token (see ``LLMClient.token_scale``).
+    """
     if not context_size:
         return Fitted(history.messages)
-    window = history.window(prompt_budget(context_size, options, tools))
+    window = history.window(int(prompt_budget(context_size, options, tools) / scale))
     return Fitted(window.history.messages, window.dropped_turns, context_size)
+
+
+def request_tokens(
+    messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None
+) -> int:
+    """The estimated prompt of a request: its messages and its tool schemas."""
+    return sent_tokens(messages) + (estimate_tokens(json.dumps(list(tools))) if tools else 0)
 
 
 def refit_history(
@@ -118,15 +135,22 @@ def refit_history(
     context_size: int | None,
     options: Mapping[str, Any],
     tools: Sequence[Mapping[str, Any]] | None = None,
+    prompt_tokens: int | None = None,
+    scale: float = 1.0,
 ) -> Fitted | None:
     """A smaller window after the endpoint refused ``sent`` as too long; None if none is smaller.
 
-    At most half of what was sent, and within the context the endpoint named.
+    Within the context the endpoint named; when it also said what ``sent`` took
+    (``prompt_tokens``), the estimate is scaled by its count, else halved.
     """
-    sent_tokens = sum(estimate_tokens(str(m.get("content") or "")) + 4 for m in sent)
-    budget = sent_tokens // 2
+    estimated = sent_tokens(sent)
+    budget = estimated // 2
     if context_size:
-        budget = min(budget, prompt_budget(context_size, options, tools))
+        fits = prompt_budget(context_size, options, tools)
+        if prompt_tokens and prompt_tokens > fits:
+            budget = fits * estimated // prompt_tokens
+        else:
+            budget = min(budget, int(fits / scale))
     window = history.window(budget)
     if len(window.history.messages) >= len(sent):
         return None

@@ -32,7 +32,14 @@ from typing import Any
 from ._delimiters import neutralise
 from ._mentions import resolve_mentions
 from ._secrets import scrub
-from .context import CHARS_PER_TOKEN, DEFAULT_BUDGET, ContextItem, describe, fit
+from .context import (
+    DEFAULT_BUDGET,
+    ContextItem,
+    chars_within,
+    describe,
+    estimate_tokens,
+    fit,
+)
 from .errors import InputError
 from .markup import fence
 
@@ -75,7 +82,7 @@ class RunResult:
         if self.error is not None:
             parts.append(f"error:\n{self.error}")
         text = "\n".join(parts) or "The code ran and printed nothing; its last line has no value."
-        return _head_and_tail(scrub(text), budget * CHARS_PER_TOKEN)
+        return _head_and_tail(scrub(text), budget)
 
 
 class Notebook:
@@ -248,12 +255,14 @@ def _repr(value: object) -> str:
     return text if len(text) <= 4000 else text[:4000] + " …"
 
 
-def _head_and_tail(text: str, limit: int) -> str:
-    if len(text) <= limit:
+def _head_and_tail(text: str, budget: int) -> str:
+    """``text`` within ``budget`` estimated tokens: its start and its end, the middle left out."""
+    if estimate_tokens(text) <= budget:
         return text
-    half = limit // 2
-    skipped = len(text) - 2 * half
-    return f"{text[:half]}\n… ({skipped:,} characters left out) …\n{text[-half:]}"
+    head = chars_within(text, budget // 2)
+    tail = chars_within(text[::-1], budget // 2)
+    skipped = len(text) - head - tail
+    return f"{text[:head]}\n… ({skipped:,} characters left out) …\n{text[len(text) - tail:]}"
 
 
 def _kind(value: object) -> str:
@@ -331,11 +340,11 @@ def notebook_tools(
             return "No exception has happened in this session."
         return _for_model(item.text)
 
-    def runner(code: str) -> str:
+    def runner(code: str) -> RunResult:
         ran = notebook.run(code)
         if on_run is not None:
             on_run(ran)
-        return ran.as_text()
+        return ran
 
     run_code = RunCode(
         runner, approval=approval, namespace=shell.user_ns, transform=shell.transform_cell

@@ -17,6 +17,7 @@ from .errors import ContextOverflow, EmptyAnswer, NbchatError, ToolError
 from .events import (
     ContextWindowed,
     Event,
+    ReasoningBlock,
     ReasoningDelta,
     ReplyFinished,
     TextDelta,
@@ -92,6 +93,8 @@ class TurnSpec:
     refit: Callable[[NbchatError], tuple[list[dict[str, Any]], int] | None] | None = None
     dropped_turns: int = 0  # earlier turns the context already leaves out
     context_size: int | None = None
+    # Told the endpoint's prompt token count of the turn's first request.
+    calibrate: Callable[[int], None] | None = None
     stop: StopSignal | None = None  # set from another thread: the turn ends as interrupted
 
 
@@ -126,6 +129,7 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
         separate = bool(parts)  # rounds of text are paragraphs of one answer
         round_start = len(parts)
         calls: list[ToolCall] = []
+        blocks: list[dict[str, Any]] = []  # signed reasoning, sent back with the tool results
         tools = spec.toolbox.schemas() if round_number < spec.max_rounds else None
         options = spec.options if round_number == 0 else _unforced(spec.options)
         finish_reason, replied = None, False
@@ -153,8 +157,13 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
                 elif type(event) is ReasoningDelta:
                     reasoning.append(event.text)
                     yield event
+                elif type(event) is ReasoningBlock:
+                    blocks.append(event.block)
                 elif type(event) is UsageReported:
                     usage = _add(usage, event.usage)
+                    counted = event.usage.prompt_tokens
+                    if round_number == 0 and counted and spec.calibrate is not None:
+                        spec.calibrate(counted)
                     yield event
                 elif type(event) is ReplyFinished:
                     finish_reason, replied = event.finish_reason, True
@@ -196,13 +205,14 @@ def run_turn(spec: TurnSpec) -> Iterator[Event]:
             yield finish("incomplete", note=note)
             return
         sent = [sendable_call(call) for call in calls]
-        spec.messages.append(
-            {
-                "role": "assistant",
-                "content": round_text,
-                "tool_calls": [s.call.to_dict() for s in sent],
-            }
-        )
+        asked: dict[str, Any] = {
+            "role": "assistant",
+            "content": round_text,
+            "tool_calls": [s.call.to_dict() for s in sent],
+        }
+        if blocks:
+            asked["reasoning_blocks"] = blocks
+        spec.messages.append(asked)
         pending: list[PendingCall] = []
         for call, checked in zip(calls, sent, strict=True):
             if checked.error is not None:  # the raw arguments stay in the error, for the record
@@ -286,13 +296,4 @@ def _with_text(messages: list[dict[str, Any]], round_parts: list[str]) -> list[d
 
 
 def _add(total: Usage | None, more: Usage) -> Usage:
-    if total is None:
-        return more
-    return Usage(
-        _sum(total.prompt_tokens, more.prompt_tokens),
-        _sum(total.completion_tokens, more.completion_tokens),
-    )
-
-
-def _sum(a: int | None, b: int | None) -> int | None:
-    return None if a is None and b is None else (a or 0) + (b or 0)
+    return more if total is None else total + more

@@ -25,6 +25,12 @@ from .errors import ConfigError
 ENV_BASE_URL = "NBCHAT_BASE_URL"
 ENV_API_KEY = "NBCHAT_API_KEY"
 ENV_OPENAI_API_KEY = "OPENAI_API_KEY"
+ENV_ANTHROPIC_API_KEY = "ANTHROPIC_API_KEY"
+ENV_AZURE_API_KEY = "AZURE_OPENAI_API_KEY"
+ENV_AZURE_AD_TOKEN = "AZURE_OPENAI_AD_TOKEN"  # a Microsoft Entra ID token, sent as a bearer
+ENV_GEMINI_API_KEY = "GEMINI_API_KEY"
+ENV_API_VERSION = "NBCHAT_API_VERSION"
+ENV_AZURE_API_VERSION = "OPENAI_API_VERSION"  # what the openai SDK's Azure client reads
 ENV_PROVIDER = "NBCHAT_PROVIDER"
 ENV_MODEL = "NBCHAT_MODEL"
 ENV_STORE = "NBCHAT_STORE"
@@ -46,6 +52,10 @@ ENV_FORCE_BASE_URL = "NBCHAT_FORCE_BASE_URL"
 ENV_FORCE_MODEL = "NBCHAT_FORCE_MODEL"
 ENV_DISABLE_LOCAL_MODEL = "NBCHAT_DISABLE_LOCAL_MODEL"
 ENV_MAX_APPROVAL = "NBCHAT_MAX_APPROVAL"
+ENV_MCP = "NBCHAT_MCP"  # "off": no MCP server starts
+ENV_MCP_ALLOW = "NBCHAT_MCP_ALLOW"  # patterns a server's command line or URL must match
+ENV_MCP_ADMIN_CONFIG = "NBCHAT_MCP_ADMIN_CONFIG"  # the administrator's mcp.json, if not the default
+ENV_INSTRUCTIONS = "NBCHAT_INSTRUCTIONS"  # "auto": AGENTS.md / .nbchat.md join the system prompt
 ENV_JUPYTER_RUNTIME_DIR = "JUPYTER_RUNTIME_DIR"  # Jupyter's own; nbchat only names it
 LOCAL_MODEL_OFF = ("off", "0", "no", "false")
 STORE_URL_SCHEMES = ("postgresql://", "postgres://")
@@ -53,9 +63,19 @@ DEMO_URL = "demo"  # NBCHAT_BASE_URL=demo: the offline demo model, on purpose
 # The user (and password) of a URL: scheme://USERINFO@host, stopping at the path.
 _USERINFO = re.compile(r"(?<=://)[^\s/?#@]+(?=@)")
 
-Provider = Literal["openai", "ollama"]
-PROVIDERS: tuple[str, ...] = ("openai", "ollama")
+Provider = Literal["openai", "ollama", "anthropic", "azure"]
+PROVIDERS: tuple[str, ...] = ("openai", "ollama", "anthropic", "azure")
 OLLAMA_DEFAULT_URL = "http://127.0.0.1:11434"
+ANTHROPIC_URL = "https://api.anthropic.com/v1"
+AZURE_API_VERSION = "2024-10-21"  # the newest generally available data-plane version
+GEMINI_HOST = "generativelanguage.googleapis.com"
+# The key each provider's own SDK reads, tried after NBCHAT_API_KEY.
+PROVIDER_KEYS = {
+    "openai": (ENV_OPENAI_API_KEY,),
+    "anthropic": (ENV_ANTHROPIC_API_KEY,),
+    "azure": (ENV_AZURE_API_KEY, ENV_AZURE_AD_TOKEN),
+    "ollama": (ENV_OPENAI_API_KEY,),
+}
 DEMO_MODEL = "nbchat-demo"
 CONNECT_HINT = (
     "connect a real model with %env NBCHAT_BASE_URL=https://api.openai.com/v1 "
@@ -86,6 +106,7 @@ class Settings:
     max_retries: int = 3
     retry_budget: float = 30.0
     origin: str = "configured"
+    api_version: str | None = None  # Azure OpenAI's api-version query parameter
 
     def __repr__(self) -> str:
         return redacted_repr(self)
@@ -164,11 +185,27 @@ def store_location(explicit: str | os.PathLike[str] | None = None) -> Path | str
 
 
 def guess_provider(url: str) -> Provider:
-    """``ollama`` for Ollama's port or an URL without ``/v1``-style API path, else ``openai``."""
+    """The provider an URL names: Anthropic's and Azure's hosts, Ollama's port, else ``openai``."""
     lowered = url.lower().rstrip("/")
+    host = lowered.split("://", 1)[-1].split("/", 1)[0]
+    if host.endswith("anthropic.com"):
+        return "anthropic"
+    if host.endswith((".openai.azure.com", ".cognitiveservices.azure.com")):
+        return "azure"
     if ":11434" in lowered or lowered.endswith("/api") or "ollama" in lowered:
         return "ollama"
     return "openai"
+
+
+def api_url(url: str, provider: str) -> str:
+    """The base URL requests go under: Anthropic's takes ``…/v1``, given or not.
+
+    >>> api_url("https://api.anthropic.com", "anthropic")
+    'https://api.anthropic.com/v1'
+    """
+    if provider == "anthropic" and url and not url.rstrip("/").endswith("/v1"):
+        return url.rstrip("/") + "/v1"
+    return url
 
 
 def parse_history_limit(value: object, *, source: str = ENV_HISTORY_LIMIT) -> int | None:
@@ -224,16 +261,26 @@ def resolve(
     env = os.environ
     policy = Policy.from_env()
     url = policy.force_base_url or base_url or env.get(ENV_BASE_URL, "").strip() or None
-    key, key_source = _resolve_key(api_key)
     chosen_provider = provider or env.get(ENV_PROVIDER, "").strip() or None
     if chosen_provider is not None and chosen_provider not in PROVIDERS:
         raise ConfigError(
             f"unknown provider {chosen_provider!r} (from {ENV_PROVIDER} or the provider "
             f"argument); use one of: {', '.join(PROVIDERS)}"
         )
+    chosen = chosen_provider or (guess_provider(url) if url and url != DEMO_URL else "openai")
+    if chosen == "anthropic" and not url:
+        url = ANTHROPIC_URL
+    if chosen == "azure" and not url:
+        raise ConfigError(
+            f"{ENV_PROVIDER}=azure needs the resource's URL: set {ENV_BASE_URL}="
+            "https://RESOURCE.openai.azure.com and NBCHAT_MODEL to the deployment's name"
+        )
+    key, key_source = _resolve_key(api_key, chosen, url or "")
     return Settings(
-        base_url=url or "",
-        provider=(chosen_provider or (guess_provider(url) if url else "openai")),  # type: ignore[arg-type]
+        base_url=api_url(url or "", chosen),
+        provider=chosen,  # type: ignore[arg-type]
+        api_version=(env.get(ENV_API_VERSION, "").strip() or env.get(ENV_AZURE_API_VERSION, "")
+                     .strip() or AZURE_API_VERSION) if chosen == "azure" else None,  # fmt: skip
         model=policy.model(model or env.get(ENV_MODEL, "").strip() or None),
         api_key=key,
         key_source=key_source,
@@ -246,10 +293,13 @@ def resolve(
     )
 
 
-def _resolve_key(explicit: str | None) -> tuple[str | None, str]:
+def _resolve_key(explicit: str | None, provider: str, url: str) -> tuple[str | None, str]:
     if explicit:
         return explicit, "the api_key argument"
-    for var in (ENV_API_KEY, ENV_OPENAI_API_KEY):
+    own = PROVIDER_KEYS.get(provider, ())
+    if GEMINI_HOST in url:
+        own = (ENV_GEMINI_API_KEY,)
+    for var in (ENV_API_KEY, *own):
         value = os.environ.get(var, "").strip()
         if value:
             return value, var

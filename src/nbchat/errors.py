@@ -4,7 +4,8 @@
 
     NbchatError
     ├── ConfigError                    a setting is missing or malformed
-    │   └── ModelNotAllowed            the administrator's policy excludes that model
+    │   ├── ModelNotAllowed            the administrator's policy excludes that model
+    │   └── EndpointMismatch           a model or thread belongs to another provider
     ├── InputError (ValueError)        bad argument: wrong type, empty title, unknown role
     ├── LLMError                       talking to the model endpoint failed
     │   ├── LLMConnectError            nothing answers at the URL
@@ -30,8 +31,9 @@
     │   ├── InvalidToolArguments       what the LLM sent breaks the schema (told to the LLM)
     │   ├── InvalidToolAnswer          the person's answer is not acceptable (told to the person)
     │   ├── ToolRequirementsNotMet     the caller may not make or answer this call
-    │   └── NoPendingCall (LookupError)
-    │       └── AlreadyAnswered        another answer to the call won the race
+    │   ├── NoPendingCall (LookupError)
+    │   │   └── AlreadyAnswered        another answer to the call won the race
+    │   └── McpServerError             an MCP server did not start, died or did not answer
     └── TurnInterrupted                the user stopped a turn; the partial answer is kept
 
 Messages say what was wrong, naming the thing, then what to do. Structured
@@ -62,6 +64,14 @@ def _rebuild(cls: type[NbchatError], args: tuple[Any, ...], state: dict[str, Any
 
 class ConfigError(NbchatError):
     """A setting is missing or malformed."""
+
+
+class EndpointMismatch(ConfigError):
+    """A model or a thread belongs to another provider than the one the session talks to."""
+
+    def __init__(self, message: str, *, provider: str | None = None) -> None:
+        super().__init__(message)
+        self.provider = provider
 
 
 class ModelNotAllowed(ConfigError):
@@ -144,7 +154,11 @@ class OptionRejected(ServerError, ValueError):
 
 
 class ContextOverflow(ServerError):
-    """The request is longer than the model's context (``.context_size`` when the endpoint said)."""
+    """The request is longer than the model's context.
+
+    ``.context_size`` and ``.prompt_tokens`` (what the request took) are set
+    when the endpoint said them.
+    """
 
     def __init__(
         self,
@@ -153,9 +167,11 @@ class ContextOverflow(ServerError):
         url: str | None = None,
         status: int | None = None,
         context_size: int | None = None,
+        prompt_tokens: int | None = None,
     ) -> None:
         super().__init__(message, url=url, status=status)
         self.context_size = context_size
+        self.prompt_tokens = prompt_tokens
 
 
 class MalformedStream(LLMError):
@@ -263,3 +279,12 @@ class TurnInterrupted(NbchatError):
         super().__init__(message)
         self.thread_id = thread_id
         self.partial = partial
+
+
+class McpServerError(ToolError):
+    """An MCP server did not start, died or did not answer; ``.server`` names it."""
+
+    def __init__(self, message: str, *, server: str = "", log: str = "") -> None:
+        super().__init__(message)
+        self.server = server
+        self.log = log

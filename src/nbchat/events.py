@@ -10,13 +10,14 @@ panel and the terminal consumer all read the same stream.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from .errors import NbchatError
 from .records import PendingCall, Prompt, ToolCall, Usage
 
 __all__ = [
-    "ContextWindowed", "Event", "ReasoningDelta", "ReplyEvent", "ReplyFinished", "TextDelta",
+    "ContextWindowed", "Event", "RanCode", "ReasoningBlock", "ReasoningDelta", "ReplyEvent",
+    "ReplyFinished", "TextDelta",
     "ToolCall", "ToolCallAbandoned",
     "ToolCallPending", "ToolCallRequested", "ToolResult", "TurnFailed", "TurnFinished",
     "TurnStarted", "TurnStatus", "Usage", "UsageReported",
@@ -37,6 +38,19 @@ class ReasoningDelta:
     """A piece of the model's reasoning ("thinking"), shown apart and never sent back."""
 
     text: str
+
+
+@dataclass(frozen=True)
+class ReasoningBlock:
+    """A whole block of reasoning the endpoint must get back, unchanged, with the tool results.
+
+    Anthropic signs its thinking (``thinking`` with a ``signature``,
+    ``redacted_thinking``) and refuses a tool loop that drops it. The engine
+    keeps the block in the round's assistant message; it is never shown (its
+    text came as ReasoningDelta) and never sent in a later question.
+    """
+
+    block: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -70,6 +84,34 @@ class TurnStarted:
 
 
 @dataclass(frozen=True)
+class RanCode:
+    """What running code did, as the person sees it: the code, what it printed, its value, error."""
+
+    code: str
+    edited: bool = False
+    stdout: str = ""
+    stderr: str = ""
+    result: str | None = None
+    error: str | None = None
+
+    @property
+    def heading(self) -> str:
+        lines = len(self.code.rstrip().splitlines()) or 1
+        what = "your edited code" if self.edited else "the code"
+        return f"ran {what} ({lines} line{'s' * (lines != 1)})"
+
+    def __str__(self) -> str:
+        parts = [f"{self.heading}:", self.code.rstrip()]
+        for label, text in (("printed", self.stdout), ("stderr", self.stderr),
+                            ("value", self.result), ("error", self.error)):  # fmt: skip
+            if text:
+                parts.append(f"{label}:\n{text.rstrip()}")
+        if len(parts) == 2:
+            parts.append("(it printed nothing and has no value)")
+        return "\n".join(parts)
+
+
+@dataclass(frozen=True)
 class ToolResult:
     """A tool call got its output (kernel tool ran, or a client-tool answer was accepted).
 
@@ -80,7 +122,7 @@ class ToolResult:
     call: ToolCall
     output: str
     is_error: bool = False
-    shown: str = ""
+    shown: str | RanCode = ""
 
 
 @dataclass(frozen=True)
@@ -156,10 +198,13 @@ class TurnFailed:
     text: str = ""
 
 
-ReplyEvent = TextDelta | ReasoningDelta | ToolCallRequested | UsageReported | ReplyFinished
+ReplyEvent = (
+    TextDelta | ReasoningDelta | ReasoningBlock | ToolCallRequested | UsageReported | ReplyFinished
+)
 Event = (
     TextDelta
     | ReasoningDelta
+    | ReasoningBlock
     | ToolCallRequested
     | UsageReported
     | ReplyFinished

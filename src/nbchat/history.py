@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Literal, Protocol, get_args, overload, runtime
 
 from . import markup
 from .config import ENV_HISTORY_LIMIT, parse_history_limit
-from .context import ContextItem, context_line
+from .context import CONTEXT_NOTE, ContextItem, context_line, estimate_tokens
 from .errors import InputError
 from .events import ToolCall
 from .markup import markdown_source as markup_source
@@ -483,17 +483,28 @@ class Window:
 _MESSAGE_OVERHEAD = 4  # role and framing tokens chat templates add to every message
 
 
-def estimate_tokens(text: str) -> int:
-    """A cheap, generous token count for ``text``: about 3.5 characters a token.
+_IMAGE_TOKENS = 800  # what vision models charge for one picture of MAX_SIDE pixels, about
 
-    Real tokenizers give 3.5–4.5 characters a token for English and code; a
-    slight overestimate keeps a window inside the context.
-    """
-    return (len(text) * 2 + 6) // 7
+
+def sent_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
+    """The estimated tokens of messages as a request holds them (system prompt included)."""
+    total = 0
+    for message in messages:
+        if message.get("role") == "system":
+            total += _MESSAGE_OVERHEAD + estimate_tokens(str(message.get("content") or ""))
+        else:
+            total += _message_tokens(Message.from_dict(message))
+    return total
 
 
 def _message_tokens(message: Message) -> int:
+    """What ``message`` costs as sent: its text, its attached context, its tool calls."""
     tokens = _MESSAGE_OVERHEAD + estimate_tokens(message.content)
+    if message.context:
+        tokens += estimate_tokens(CONTEXT_NOTE)
+        for item in message.context:
+            tokens += estimate_tokens(item.as_text())
+            tokens += _IMAGE_TOKENS if item.image is not None else 0
     for call in message.tool_calls:
         tokens += _MESSAGE_OVERHEAD + estimate_tokens(call.name) + estimate_tokens(call.arguments)
     return tokens

@@ -1,7 +1,8 @@
 """Generation options: what bounds and tunes an answer, and where each value comes from.
 
 Known options are checked here (``max_tokens``, ``temperature``, ``top_p``,
-``seed``, ``stop``, ``tool_choice``); any other key is provider-specific
+``seed``, ``stop``, ``tool_choice``, and Anthropic's ``thinking`` budget and
+``prompt_cache`` switch); any other key is provider-specific
 (``num_ctx``, ``top_k``, ``repeat_penalty``, ``logit_bias``, …) and passes
 through to the endpoint untouched. Layers merge lowest first: ``NBCHAT_OPTIONS``,
 then the session (``%config ChatMagics.options``), the thread, the call. A key
@@ -28,7 +29,10 @@ KNOWN_OPTIONS: tuple[str, ...] = (
     "seed",
     "stop",
     "tool_choice",
+    "thinking",
+    "prompt_cache",
 )
+MIN_THINKING = 1024  # the smallest thinking budget Anthropic accepts
 # Fields nbchat sets itself: an option must not replace them.
 RESERVED: frozenset[str] = frozenset({"model", "messages", "stream", "stream_options", "tools"})
 TOOL_CHOICES: tuple[str, ...] = ("auto", "none", "required")
@@ -118,6 +122,17 @@ def _checked(key: str, value: Any, source: str) -> Any:
         return _checked_stop(value, source)
     elif key == "tool_choice":
         return _checked_tool_choice(value, source)
+    elif key == "thinking":
+        if isinstance(value, bool) or not isinstance(value, (int, dict)) or (
+            isinstance(value, int) and value < MIN_THINKING
+        ):
+            raise InputError(
+                f"{source}: thinking is a budget of {MIN_THINKING} tokens or more (e.g. 2048), "
+                f"got {value!r}"
+            )
+    elif key == "prompt_cache":
+        if not isinstance(value, bool):
+            raise InputError(f"{source}: prompt_cache is true or false, got {value!r}")
     else:
         try:
             json.dumps(value)

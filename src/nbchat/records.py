@@ -50,17 +50,48 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Usage:
-    """Token counts an endpoint reported, when it reports them."""
+    """Token counts an endpoint reported, when it reports them.
+
+    ``prompt_tokens`` is the whole input; ``cache_read_tokens`` and
+    ``cache_write_tokens`` are the parts of it read from and written to the
+    endpoint's prompt cache (priced apart), None when the endpoint says nothing.
+    """
 
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
-    cached_tokens: int | None = None  # of the prompt's, served from the endpoint's cache
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
     @property
     def total_tokens(self) -> int | None:
         if self.prompt_tokens is None and self.completion_tokens is None:
             return None
         return (self.prompt_tokens or 0) + (self.completion_tokens or 0)
+
+    def to_dict(self) -> dict[str, int]:
+        """The counts the endpoint reported, as stored with a turn."""
+        counts = {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+        }
+        return {name: value for name, value in counts.items() if value is not None}
+
+    def __add__(self, other: Usage) -> Usage:
+        """The counts of two replies of one turn, summed (None stays None only on both sides)."""
+        return Usage(*(_sum(a, b) for a, b in zip(_counts(self), _counts(other), strict=True)))
+
+
+def _counts(usage: Usage) -> tuple[int | None, ...]:
+    return (
+        usage.prompt_tokens, usage.completion_tokens, usage.cache_read_tokens,
+        usage.cache_write_tokens,
+    )  # fmt: skip
+
+
+def _sum(a: int | None, b: int | None) -> int | None:
+    return None if a is None and b is None else (a or 0) + (b or 0)
 
 
 @dataclass(frozen=True)

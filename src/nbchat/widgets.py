@@ -659,7 +659,7 @@ class ChatPanel(anywidget.AnyWidget):
         if not isinstance(used, int):
             return gauge
         gauge["used"] = used + int(usage.get("completion_tokens") or 0)
-        cached = usage.get("cached_tokens")
+        cached = usage.get("cache_read_tokens")
         if isinstance(cached, int) and cached > 0:
             gauge["cached"] = cached
         model = (last.model if last is not None else None) or thread.model

@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Iterator
 import httpx
 
 from .._secrets import REDACTED, remember, scrub
-from ..config import Settings, redact_url
+from ..config import ENV_AZURE_AD_TOKEN, Settings, redact_url
 from ..errors import (
     AuthenticationError,
     ContextOverflow,
@@ -49,7 +49,19 @@ _OVERFLOW = re.compile(
     r"too many tokens",
     re.IGNORECASE,
 )
-_CONTEXT_SIZE = re.compile(r"context[\w\s]*?\(?([\d,]+)\s*tokens", re.IGNORECASE)
+# llama-server: "context size (4096 tokens)"; Anthropic: "215000 tokens > 200000 maximum"
+_CONTEXT_SIZE = re.compile(
+    r"context[\w\s]*?\(?([\d,]+)\s*tokens|context window of ([\d,]+)|> ([\d,]+) maximum",
+    re.IGNORECASE,
+)
+_PROMPT_TOKENS = re.compile(
+    r"(?:request|prompt|resulted in|messages)\D{0,20}?\(?([\d,]+)\s*tokens|"
+    r"requested tokens \(([\d,]+)\)",
+    re.IGNORECASE,
+)
+
+ANTHROPIC_VERSION = "2023-06-01"  # the Messages API version nbchat's decoder is written for
+OVERLOADED = 529  # Anthropic: overloaded_error, retried like a rate limit
 
 _clients: dict[tuple[str, float, float], httpx.Client] = {}
 _clients_lock = threading.Lock()
@@ -59,6 +71,7 @@ _KEY_SHAPES = re.compile(
     r"|(?<=\bbasic )[A-Za-z0-9+/=]{8,}"  # Authorization: Basic <base64>
     r"|\bsk-[A-Za-z0-9_\-]{6,}"  # OpenAI / Anthropic style keys
     r"|(?<=api[-_]key=)[^\s&\"',;{}\[\]]+"  # ?api-key=… in a URL
+    r"|(?<=api-key: )[^\s\"',;{}\[\]]{8,}"  # x-api-key: … and api-key: … headers
     r"|(?<=[\"']api[-_]key[\"']: [\"'])[^\"'\[\]]+"  # "api_key": "…" in JSON
 )
 
@@ -90,14 +103,27 @@ def close_clients() -> None:
 
 
 def headers_for(settings: Settings) -> dict[str, str]:
-    """Request headers; the key goes only into the Authorization header."""
+    """Request headers; the key goes only into the header its provider reads.
+
+    Anthropic reads ``x-api-key`` (with the ``anthropic-version`` it answers
+    in), Azure OpenAI ``api-key`` (a Microsoft Entra ID token goes as a
+    bearer), every other endpoint ``Authorization: Bearer``.
+    """
     headers = {"Accept": "application/json, text/event-stream"}
     if "@" in settings.base_url:  # httpx sends a URL's user and password as Basic auth
         url = httpx.URL(settings.base_url)
         remember(url.password)
-    if settings.api_key:
-        remember(settings.api_key)
-        headers["Authorization"] = f"Bearer {settings.api_key}"
+    if settings.provider == "anthropic":
+        headers["anthropic-version"] = ANTHROPIC_VERSION
+    key = settings.api_key
+    if key:
+        remember(key)
+        if settings.provider == "anthropic":
+            headers["x-api-key"] = key
+        elif settings.provider == "azure" and settings.key_source != ENV_AZURE_AD_TOKEN:
+            headers["api-key"] = key
+        else:
+            headers["Authorization"] = f"Bearer {key}"
     return headers
 
 
@@ -198,8 +224,14 @@ def send(
         sleep(delay)
 
 
+def _number(pattern: re.Pattern[str], detail: str) -> int | None:
+    found = pattern.search(detail)
+    digits = next((group for group in found.groups() if group), None) if found else None
+    return int(digits.replace(",", "")) if digits else None
+
+
 def _retryable(status: int, detail: str) -> bool:
-    if status == 429 or status in (502, 503, 504):
+    if status in (429, OVERLOADED) or status in (502, 503, 504):
         return True
     return status >= 500 and not _REQUEST_FAULT.search(detail)
 
@@ -213,20 +245,31 @@ def _status_error(
 ) -> LLMError:
     url, status = settings.base_url, response.status_code
     if status in (400, 413, 422, 500) and _OVERFLOW.search(detail):
-        size = _CONTEXT_SIZE.search(detail)
+        size, sent = _number(_CONTEXT_SIZE, detail), _number(_PROMPT_TOKENS, detail)
+        if size or settings.context_size:
+            # nbchat knew the size, so it already sent only what it thought would fit.
+            fix = (
+                "attach less to the question (a slice such as @df.head(50)), lower "
+                "--max-tokens, or start a new thread with %chat --new"
+            )
+        else:
+            fix = (
+                "nbchat sends fewer earlier turns when it knows the context size: set "
+                "NBCHAT_CONTEXT_SIZE, or start a new thread with %chat --new"
+            )
         return ContextOverflow(
             f"the conversation is longer than the model's context at {url} (HTTP {status}: "
-            f"{detail}); nbchat sends fewer earlier turns when it knows the context size: "
-            f"set NBCHAT_CONTEXT_SIZE, or start a new thread with %chat --new",
+            f"{detail}); {fix}",
             url=url,
             status=status,
-            context_size=int(size.group(1).replace(",", "")) if size else None,
+            context_size=size,
+            prompt_tokens=sent if sent != size else None,
         )
     rejected = _rejected_option(status, detail, options)
     if rejected:
         return OptionRejected(
             f"the model endpoint at {url} rejected the option {rejected} "
-            f"(HTTP {status}: {detail}); change or remove it",
+            f"(HTTP {status}: {_line_naming(rejected, detail)}); change or remove it",
             url=url,
             status=status,
             option=rejected,
@@ -252,12 +295,27 @@ def _status_error(
             url=url,
             retry_after=after,
         )
+    if status == OVERLOADED:
+        return ServerError(
+            f"the model endpoint at {url} is overloaded (HTTP 529: {detail or 'Overloaded'}); "
+            f"wait a moment and ask again",
+            url=url,
+            status=status,
+        )
     said = detail or redact(response.reason_phrase)
     return ServerError(
         f"the model endpoint at {url} answered HTTP {status}: {said}",
         url=url,
         status=status,
     )
+
+
+def _line_naming(option: str, detail: str, limit: int = 200) -> str:
+    """The line of a (maybe multi-line) error text that names ``option``, whitespace folded."""
+    lines = [line for line in detail.splitlines() if line.strip()] or [detail]
+    line = next((x for x in lines if re.search(rf"\b{re.escape(option)}\b", x)), lines[0])
+    line = " ".join(line.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _rejected_option(status: int, detail: str, options: Collection[str]) -> str | None:

@@ -56,10 +56,17 @@ class Provider(Protocol):
         """The endpoint's own error message from an error response body."""
 
 
-def usage_from(prompt: object, completion: object, cached: object = None) -> Usage:
+def usage_from(
+    prompt: object, completion: object, cache_read: object = None, cache_write: object = None
+) -> Usage:
     """Usage from counts that may be missing or malformed."""
     return Usage(
-        prompt_tokens=prompt if isinstance(prompt, int) else None,
-        completion_tokens=completion if isinstance(completion, int) else None,
-        cached_tokens=cached if isinstance(cached, int) and not isinstance(cached, bool) else None,
+        prompt_tokens=_count(prompt),
+        completion_tokens=_count(completion),
+        cache_read_tokens=_count(cache_read),
+        cache_write_tokens=_count(cache_write),
     )
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

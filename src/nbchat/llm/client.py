@@ -10,12 +10,13 @@ import contextlib
 import json
 import re
 import threading
+import urllib.parse
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx
 
-from ..config import Settings, redact_url
+from ..config import Settings, api_url, redact_url
 from ..errors import (
     EmptyAnswer,
     LLMConnectError,
@@ -28,14 +29,22 @@ from ..errors import (
 )
 from ..events import ReplyEvent
 from ..policy import Policy
-from . import _http, discovery
+from . import _grammar, _http, discovery
 from ._protocol import Provider, Reply
 from ._stop import StopSignal, retry_sleep, send_until_stopped, shut
+from .anthropic import CONTEXT_SIZE as ANTHROPIC_CONTEXT
+from .anthropic import AnthropicProvider
+from .azure import AzureProvider
 from .ollama import OllamaProvider
 from .openai import OpenAIProvider
 
-PROVIDERS: dict[str, type[Provider]] = {"openai": OpenAIProvider, "ollama": OllamaProvider}
-DEFAULT_MODELS = {"openai": "gpt-4o-mini"}
+PROVIDERS: dict[str, type[Provider]] = {
+    "openai": OpenAIProvider,
+    "ollama": OllamaProvider,
+    "anthropic": AnthropicProvider,
+    "azure": AzureProvider,
+}
+DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
 OLLAMA_DEFAULT_CONTEXT = 4096  # what Ollama allots a model when nothing sets num_ctx
 
 
@@ -53,18 +62,29 @@ class LLMClient:
 
     def __init__(self, settings: Settings) -> None:
         forced = Policy.from_env().force_base_url
-        self.wanted = settings.with_(base_url=forced) if forced else settings
+        wanted = settings.with_(base_url=forced) if forced else settings
+        self.wanted = wanted.with_(base_url=api_url(wanted.base_url, wanted.provider))
         self.settings = discovery.locate(self.wanted)
         self.provider: Provider = PROVIDERS[self.settings.provider]()
         self._models: list[str] | None = None
         self._context_sizes: dict[str, int | None] = {}
+        self._token_scales: dict[str, float] = {}
+        self._props: dict[str, Any] | None = None  # llama.cpp's GET /props, once asked
         self._relocating = threading.Lock()
 
     def __repr__(self) -> str:
         return f"LLMClient({self.settings.provider}, {redact_url(repr(self.settings.base_url))})"
 
     def list_models(self) -> list[str]:
-        """The model names the endpoint offers (those the administrator allows)."""
+        """The model names the endpoint offers (those the administrator allows).
+
+        An endpoint with no model list (Azure OpenAI's deployments) offers the
+        configured model.
+        """
+        if not self.provider.models_path:
+            configured = [self.settings.model] if self.settings.model else []
+            self._models = Policy.from_env().models(configured)
+            return list(self._models)
         with _http.redacting():
             response = self._send("GET", self.provider.models_path)
             try:
@@ -115,7 +135,15 @@ class LLMClient:
         if stop is not None and stop.is_set():
             return
         model = Policy.from_env().model(model) or model
+        grammar = self._grammar_tool(tools, options)
+        if grammar is not None:
+            messages, options, response_format = _grammar.request(messages, grammar, options)
+            tools = None
+        if self.template_has_tools() is False:
+            messages = _grammar.plain_rounds(messages)
         body = self.provider.chat_body(messages, model, tools, stream=True, options=options)
+        if grammar is not None:
+            body["response_format"] = response_format
         with _http.redacting():
             if stop is None:
                 response = self._send_chat(body, model, messages, options)
@@ -131,13 +159,16 @@ class LLMClient:
                     lambda: shut(response)
                 ):
                     counted = _Counted(_raw(response, self.settings.base_url))
+                    events = self.provider.decode_stream(counted)
+                    if grammar is not None:
+                        events = _grammar.as_call(events, str(grammar["name"]))
                     try:
-                        yield from self.provider.decode_stream(counted)
+                        yield from events
                     except LLMError as exc:
                         if stop is not None and stop.is_set():
                             return  # the stop broke the connection: the stream just ends
                         if isinstance(exc, StreamCutOff) and not counted.size:
-                            raise self._empty_answer() from exc
+                            raise self._empty_answer(model) from exc
                         raise
                     _drain(counted)
             finally:
@@ -153,7 +184,15 @@ class LLMClient:
     ) -> Reply:
         """One whole chat reply, without streaming."""
         model = Policy.from_env().model(model) or model
+        grammar = self._grammar_tool(tools, options)
+        if grammar is not None:
+            messages, options, response_format = _grammar.request(messages, grammar, options)
+            tools = None
+        if self.template_has_tools() is False:
+            messages = _grammar.plain_rounds(messages)
         body = self.provider.chat_body(messages, model, tools, stream=False, options=options)
+        if grammar is not None:
+            body["response_format"] = response_format
         with _http.redacting():
             response = self._send_chat(body, model, messages, options)
             try:
@@ -161,8 +200,9 @@ class LLMClient:
             finally:
                 response.close()
             if not raw.strip():
-                raise self._empty_answer()
-            return self.provider.parse_reply(_json(raw, self.settings.base_url))
+                raise self._empty_answer(model)
+            reply = self.provider.parse_reply(_json(raw, self.settings.base_url))
+            return reply if grammar is None else _grammar.as_reply(reply, str(grammar["name"]))
 
     def context_size(self, model: str, options: Mapping[str, Any] | None = None) -> int | None:
         """The model's context window in tokens, or None when nothing tells.
@@ -176,6 +216,8 @@ class LLMClient:
         num_ctx = (options or {}).get("num_ctx")
         if isinstance(num_ctx, int) and not isinstance(num_ctx, bool) and num_ctx > 0:
             return num_ctx
+        if self.settings.provider == "anthropic":  # no endpoint to ask: the known window
+            self._context_sizes.setdefault(model, ANTHROPIC_CONTEXT)
         if model not in self._context_sizes:
             try:
                 self._context_sizes[model] = self._discover_context(model)
@@ -188,12 +230,56 @@ class LLMClient:
         if size > 0:
             self._context_sizes[model] = size
 
+    def token_scale(self, model: str) -> float:
+        """How many of ``model``'s tokens nbchat's estimate of one token turned out to be."""
+        return self._token_scales.get(model, 1.0)
+
+    def learn_token_count(self, model: str, estimated: int, counted: int) -> None:
+        """Remember how the endpoint's count of a request compared with nbchat's estimate.
+
+        Windows for ``model`` are then cut by the model's own tokenizer, as
+        usage reports and overflow errors show it (bounded, in case one was odd).
+        """
+        if estimated > 0 and counted > 0:
+            self._token_scales[model] = min(4.0, max(0.5, counted / estimated))
+
+    def template_has_tools(self) -> bool | None:
+        """Whether the endpoint's chat template passes tools to the model; None when unknown.
+
+        llama.cpp's server says so in ``/props``; a template without them means a
+        model that was never taught to call tools.
+        """
+        caps = self.server_props().get("chat_template_caps")
+        supports = caps.get("supports_tools") if isinstance(caps, dict) else None
+        return supports if isinstance(supports, bool) else None
+
+    def server_props(self) -> dict[str, Any]:
+        """llama.cpp's ``GET /props`` (context size, template abilities), asked once; else {}."""
+        if self._props is None:
+            data: Any = {}
+            if self.settings.provider == "openai":
+                root = re.sub(r"/v1/?$", "", self.settings.base_url.rstrip("/"))
+                try:
+                    data = self._fetch("GET", "/props", base=root)
+                except LLMError:
+                    data = {}
+            self._props = data if isinstance(data, dict) else {}
+        return self._props
+
+    def _grammar_tool(
+        self, tools: Sequence[dict[str, Any]] | None, options: Mapping[str, Any] | None
+    ) -> Mapping[str, Any] | None:
+        """The tool a named tool choice asks for, when this server needs a grammar for it."""
+        function = _grammar.named_tool(options, tools)
+        if function is None or "default_generation_settings" not in self.server_props():
+            return None  # only llama.cpp's server ignores a named choice
+        return function
+
     def _discover_context(self, model: str) -> int | None:
         if self.settings.provider == "ollama":
             data = self._fetch("POST", "/api/show", {"model": model})
             return _ollama_context(data)
-        root = re.sub(r"/v1/?$", "", self.settings.base_url.rstrip("/"))
-        data = self._fetch("GET", "/props", base=root)
+        data = self.server_props()
         settings = data.get("default_generation_settings") if isinstance(data, dict) else None
         for where in (settings, data):
             size = where.get("n_ctx") if isinstance(where, dict) else None
@@ -219,13 +305,21 @@ class LLMClient:
         finally:
             response.close()
 
-    def _empty_answer(self) -> EmptyAnswer:
+    def _empty_answer(self, model: str) -> EmptyAnswer:
         url = self.settings.base_url
+        if self.settings.context_size or self._context_sizes.get(model):
+            # nbchat knew the size and sent what fits: the server itself failed.
+            why = "the server failed on it (its log says why)"
+            fix = "start a new thread with %chat --new if it happens again"
+        else:
+            why = "servers do this when the conversation does not fit the model's context or fail"
+            fix = (
+                "set NBCHAT_CONTEXT_SIZE to the model's context so nbchat sends fewer earlier "
+                "turns, start a new thread with %chat --new, or check the server's log"
+            )
         return EmptyAnswer(
             f"the model endpoint at {url} accepted the question, then sent an empty answer; "
-            f"servers do this when the conversation does not fit the model's context or the "
-            f"server failed: set NBCHAT_CONTEXT_SIZE to the model's context so nbchat sends "
-            f"fewer earlier turns, start a new thread with %chat --new, or check the server's log",
+            f"{why}: {fix}",
             url=url,
         )
 
@@ -237,7 +331,8 @@ class LLMClient:
         options: Mapping[str, Any] | None,
     ) -> httpx.Response:
         try:
-            return self._send("POST", self.provider.chat_path, body, model=model, options=options)
+            path = self._chat_path(model)
+            return self._send("POST", path, body, model=model, options=options)
         except ServerError as exc:
             if exc.status not in (400, 415, 422) or not _carries_images(messages):
                 raise
@@ -247,6 +342,14 @@ class LLMClient:
                 url=exc.url,
                 status=exc.status,
             ) from None
+
+    def _chat_path(self, model: str) -> str:
+        """The provider's chat path, with the model and api-version where it names them."""
+        template = self.provider.chat_path
+        if "{" not in template:
+            return template
+        version = urllib.parse.quote(self.settings.api_version or "", safe="")
+        return template.format(model=urllib.parse.quote(model, safe=""), api_version=version)
 
     def _send(
         self,
@@ -306,7 +409,7 @@ class LLMClient:
             found = discovery.rediscover(self.wanted, failed)
             if found is None:
                 return False
-            self.settings, self._models = found, None
+            self.settings, self._models, self._props = found, None, None
             self.provider = PROVIDERS[found.provider]()
             return True
 

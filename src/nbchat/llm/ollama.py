@@ -66,7 +66,7 @@ class OllamaProvider:
                 body[key] = value
             elif key == "options" and isinstance(value, Mapping):
                 inner.update(value)
-            elif key != "tool_choice":
+            elif key not in ("tool_choice", "prompt_cache"):  # prompt_cache: Anthropic's switch
                 inner[RENAMED.get(key, key)] = value
         if inner:
             body["options"] = inner

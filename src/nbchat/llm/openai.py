@@ -12,7 +12,7 @@ import json.scanner
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ..context import content_parts, items_from_message
+from ..context import content_parts, flatten_text, items_from_message, message_content
 from ..errors import MalformedStream, ServerError, StreamCutOff
 from ..events import (
     ReasoningDelta,
@@ -21,9 +21,9 @@ from ..events import (
     TextDelta,
     ToolCall,
     ToolCallRequested,
+    Usage,
     UsageReported,
 )
-from ..records import Usage
 from ._protocol import Reply, usage_from
 from ._sse import SSEDecoder
 from ._think import ThinkSplitter, split_think
@@ -61,7 +61,8 @@ class OpenAIProvider:
         if tools:
             body["tools"] = list(tools)
         for key, value in (options or {}).items():
-            if key not in body and not (key == "tool_choice" and not tools):
+            skipped = key == "prompt_cache" or (key == "tool_choice" and not tools)
+            if key not in body and not skipped:  # prompt_cache: Anthropic's switch
                 body[key] = value
         return body
 
@@ -142,14 +143,28 @@ class OpenAIProvider:
 
 
 def _to_openai(message: dict[str, Any]) -> dict[str, Any]:
-    """A message whose question carries context, as text and image content parts."""
+    """A message as sent: its context joined to its text, parts only where an image needs them."""
+    content = message.get("content")
     if "context" not in message:
+        if isinstance(content, list) and flatten_text(content) is not content:
+            return {**message, "content": flatten_text(content)}
         return message
     out = {k: v for k, v in message.items() if k != "context"}
     items = items_from_message(message)
     if items:
-        out["content"] = content_parts(message.get("content") or "", items)
+        text = flatten_text(content) if isinstance(content, list) else content
+        if isinstance(text, list):
+            out["content"] = [*text, *content_parts("", items)[1:]]
+        else:
+            out["content"] = message_content(text or "", items)
     return out
+
+
+def _usage(usage: dict[str, Any]) -> Usage:
+    """Usage with the cached part of the prompt (``prompt_tokens_details.cached_tokens``)."""
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return usage_from(usage.get("prompt_tokens"), usage.get("completion_tokens"), cached)
 
 
 _scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
@@ -215,10 +230,3 @@ class _ToolCallAssembler:
                     arguments="".join(part["arguments"]) or "{}",
                 )
             )
-
-
-def _usage(usage: Any) -> Usage:
-    """The counts of OpenAI's ``usage``, with the prompt tokens it served from its cache."""
-    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    return usage_from(usage.get("prompt_tokens"), usage.get("completion_tokens"), cached)

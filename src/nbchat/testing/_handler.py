@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import select
 import socket
 import socketserver
@@ -21,6 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from ._anthropic import ANTHROPIC, Anthropic, openai_messages, request_problem
+from ._anthropic import prompt_tokens as anthropic_prompt_tokens
 from ._protocols import (
     OLLAMA,
     OPENAI,
@@ -36,12 +39,14 @@ from ._script import Reply, request_images
 if TYPE_CHECKING:
     from ._server import RecordedRequest, ScriptedServer
 
-CHAT_PATHS = frozenset({OPENAI.chat_path, OLLAMA.chat_path})
+CHAT_PATHS = frozenset({OPENAI.chat_path, OLLAMA.chat_path, ANTHROPIC.chat_path})
+# Azure OpenAI: /openai/deployments/DEPLOYMENT/chat/completions?api-version=…
+AZURE_CHAT = re.compile(r"^/openai/deployments/([^/]+)/chat/completions$")
 _BATCH_BYTES = 64 * 1024
 _POLL_SECONDS = 0.05
 _NO_FAULTS = Reply()
 
-Protocol = OpenAI | Ollama
+Protocol = OpenAI | Ollama | Anthropic
 
 
 class _ClientGone(Exception):
@@ -125,13 +130,19 @@ class Handler(BaseHTTPRequestHandler):
         owner = self.server.owner
         raw = self._read_body()
         path = urlsplit(self.path).path
-        protocol: Protocol = OLLAMA if path == "/" or path.startswith("/api/") else OPENAI
+        protocol = _protocol_of(path, self.headers)
         try:
             body = json.loads(raw) if raw else None
             is_valid = True
         except ValueError:
             body, is_valid = None, False
+        azure = AZURE_CHAT.match(path)
+        if azure and isinstance(body, dict):
+            body.setdefault("model", azure.group(1))  # the deployment is the model
+        view = {"messages": openai_messages(body)} if (
+            protocol is ANTHROPIC and isinstance(body, dict)) else {}  # fmt: skip
         self.record = owner._record(
+            **view,
             method=self.command,
             path=self.path,
             headers=dict(self.headers.items()),
@@ -156,12 +167,15 @@ class Handler(BaseHTTPRequestHandler):
 
     def _route(self, path: str, protocol: Protocol, is_valid: bool) -> None:
         owner = self.server.owner
-        expected = None if owner.api_key is None else f"Bearer {owner.api_key}"
-        if expected is not None and self.headers.get("Authorization") != expected:
+        if owner.api_key is not None and not self._has_key(owner.api_key, protocol, path):
             return self._send_json(401, protocol.error(401))
         request = (self.command, path)
-        if request == ("POST", protocol.chat_path):
+        if request == ("POST", protocol.chat_path) or (
+            self.command == "POST" and AZURE_CHAT.match(path)
+        ):
             return self._chat(protocol, is_valid)
+        if request == ("GET", "/v1/models") and protocol is ANTHROPIC:
+            return self._send_json(200, ANTHROPIC.models(owner.models))
         if request == ("GET", "/v1/models"):
             return self._send_json(200, OPENAI.models(owner.models))
         if self.command == "GET" and path.startswith("/v1/models/"):
@@ -175,11 +189,20 @@ class Handler(BaseHTTPRequestHandler):
             return self._send_json(200, OLLAMA.version())
         if request == ("GET", "/"):
             return self._send_bytes(200, "text/plain; charset=utf-8", b"Ollama is running")
-        if request == ("GET", "/props") and owner.context_size:
-            return self._send_json(200, OPENAI.props(owner.context_size))
+        llama_props = owner.context_size or owner.template_tools is not None
+        if request == ("GET", "/props") and llama_props:
+            return self._send_json(200, OPENAI.props(owner.context_size, owner.template_tools))
         if request == ("POST", "/api/show") and owner.context_size:
             return self._send_json(200, OLLAMA.show(owner.context_size))
         return self._send_json(404, protocol.not_found(self.command, path))
+
+    def _has_key(self, key: str, protocol: Protocol, path: str) -> bool:
+        """Bearer everywhere; Anthropic's ``x-api-key`` and Azure's ``api-key`` where they apply."""
+        if self.headers.get("Authorization") == f"Bearer {key}":
+            return True
+        if protocol is ANTHROPIC:
+            return self.headers.get("x-api-key") == key
+        return bool(AZURE_CHAT.match(path)) and self.headers.get("api-key") == key
 
     def _chat(self, protocol: Protocol, is_valid: bool) -> None:
         owner = self.server.owner
@@ -192,12 +215,32 @@ class Handler(BaseHTTPRequestHandler):
         if not _is_known(model, owner.models, protocol):
             return self._send_json(404, protocol.unknown_model(model))
         refuses = owner.text_only_models and _is_known(model, owner.text_only_models, protocol)
-        if refuses and request_images(body.get("messages")):
+        if refuses and request_images(self.record.messages):
             return self._send_json(400, protocol.no_images(model))
+        if protocol is ANTHROPIC:
+            return self._anthropic_chat(body)
         prompt = count_prompt_tokens(body)
         if protocol is OPENAI and owner.context_size and prompt > owner.context_size:
             return self._send_json(400, OPENAI.overflow(prompt, owner.context_size))
-        reply = owner._pick(body)
+        self._answer_chat(protocol, body, body)
+
+    def _anthropic_chat(self, body: dict[str, Any]) -> None:
+        """Checked as the API checks it, then answered from the OpenAI-shaped view of it."""
+        owner = self.server.owner
+        problem = request_problem(body)
+        if problem is not None:
+            return self._send_json(400, ANTHROPIC.error(400, problem))
+        prompt = anthropic_prompt_tokens(body)
+        if owner.context_size and prompt > owner.context_size:
+            return self._send_json(400, ANTHROPIC.overflow(prompt, owner.context_size))
+        view = {**body, "messages": self.record.messages}
+        self._answer_chat(ANTHROPIC, body, view)
+
+    def _answer_chat(self, protocol: Protocol, body: dict[str, Any], view: dict[str, Any]) -> None:
+        """Answer ``body`` by the rule ``view`` (its conversation in OpenAI's shape) matches."""
+        owner = self.server.owner
+        model = str(body.get("model"))
+        reply = owner._pick(view)
         if reply is not None and reply.hold:
             self._pause(reply.hold)
         if reply is not None and reply.status is not None:
@@ -208,7 +251,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._send_json(reply.status, error, headers)
         if reply is not None and reply.empty_body:
             return self._send_bytes(200, "application/json", b"")
-        answer = owner._answer(reply, body, model)
+        answer = owner._answer(reply, view, model, body if protocol is ANTHROPIC else None)
         if protocol.is_stream(body):
             self._stream(reply or _NO_FAULTS, protocol.stream(answer, body))
         else:
@@ -252,7 +295,7 @@ class Handler(BaseHTTPRequestHandler):
         self._start(200, plan.content_type, chunked)
         self._write_chunk(plan.preamble)
         count = len(plan.pieces)
-        faults = (reply.cut_after, reply.malformed_after, reply.stall_after)
+        faults = (reply.cut_after, reply.malformed_after, reply.stall_after, reply.error_after)
         done = 0
         for edge in sorted({min(f, count) for f in faults if f is not None} | {count}):
             self._send_pieces(plan.pieces[done:edge], reply.delay, pause_first=done > 0)
@@ -263,6 +306,9 @@ class Handler(BaseHTTPRequestHandler):
                 return self._abort()
             if edge == _clamp(reply.malformed_after, count):
                 self._write_chunk(plan.malformed)
+                return self._end_chunks()
+            if edge == _clamp(reply.error_after, count):
+                self._write_chunk(plan.failure)
                 return self._end_chunks()
         if reply.repeat_bytes:
             self._send_again(plan.pieces, reply)
@@ -368,6 +414,16 @@ class Handler(BaseHTTPRequestHandler):
             return b"".join(parts)
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length > 0 else b""
+
+
+def _protocol_of(path: str, headers: Any) -> Protocol:
+    """Ollama under ``/api``; Anthropic at ``/v1/messages`` or when the client names its
+    version (``GET /v1/models`` is both Anthropic's and OpenAI's); else OpenAI."""
+    if path == "/" or path.startswith("/api/"):
+        return OLLAMA
+    if path == ANTHROPIC.chat_path or (headers.get("anthropic-version") and path == "/v1/models"):
+        return ANTHROPIC
+    return OPENAI
 
 
 def _is_known(model: str, models: tuple[str, ...], protocol: Protocol) -> bool:

@@ -39,10 +39,12 @@ class Answer:
     finish_reason: str | None
     usage: bool
     prompt_tokens: int
-    cached_tokens: int = 0
     reasoning: list[str] = field(default_factory=list)  # chunks of a separate thinking field
     reasoning_field: str = "reasoning_content"
     no_finish: bool = False
+    cache_read_tokens: int = 0  # parts of prompt_tokens read from and written to the cache
+    cache_write_tokens: int = 0
+    redacted_thinking: str = ""  # Anthropic: an opaque redacted_thinking block's data
 
     @property
     def text(self) -> str:
@@ -62,6 +64,7 @@ class StreamPlan:
     pieces: list[bytes]
     closing: bytes
     malformed: bytes
+    failure: bytes = b""  # the protocol's error in the stream (``error_after``)
 
 
 def count_prompt_tokens(body: Body) -> int:
@@ -126,13 +129,18 @@ class OpenAI:
     def models(self, models: Sequence[str]) -> Any:
         return {"object": "list", "data": [self.model_entry(m) for m in models]}
 
-    def props(self, context_size: int) -> Any:
+    def props(self, context_size: int | None, template_tools: bool | None = None) -> Any:
         """llama-server's ``GET /props``, the part clients read."""
-        return {
-            "default_generation_settings": {"n_ctx": context_size, "params": {}},
+        props: dict[str, Any] = {
+            "default_generation_settings": {"params": {}},
             "total_slots": 1,
             "model_path": "scripted.gguf",
         }
+        if context_size:
+            props["default_generation_settings"]["n_ctx"] = context_size
+        if template_tools is not None:
+            props["chat_template_caps"] = {"supports_tools": template_tools}
+        return props
 
     def overflow(self, prompt_tokens: int, context_size: int) -> Any:
         """llama-server's answer to a prompt longer than the context."""
@@ -218,6 +226,7 @@ class OpenAI:
             pieces=pieces,
             closing=closing + b"data: [DONE]\n\n",
             malformed=head.encode() + b'"choices":[{"index":0,"delta":{"content":\n\n',
+            failure=f"data: {dumps(self.error(503))}\n\n".encode(),
         )
 
     def _finish_reason(self, answer: Answer) -> str:
@@ -229,8 +238,8 @@ class OpenAI:
             "completion_tokens": answer.completion_tokens,
             "total_tokens": answer.prompt_tokens + answer.completion_tokens,
         }
-        if answer.cached_tokens:
-            usage["prompt_tokens_details"] = {"cached_tokens": answer.cached_tokens}
+        if answer.cache_read_tokens:
+            usage["prompt_tokens_details"] = {"cached_tokens": answer.cache_read_tokens}
         return usage
 
 
@@ -334,6 +343,7 @@ class Ollama:
             pieces=pieces,
             closing=(dumps(final) + "\n").encode(),
             malformed=prefix.encode() + b'"\n',
+            failure=(dumps(self.error(500)) + "\n").encode(),
         )
 
     def _tool_calls(self, answer: Answer) -> list[dict[str, Any]]:

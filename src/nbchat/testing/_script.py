@@ -63,9 +63,6 @@ class Reply:
         or the server stopping ends it sooner, so a test never hangs on it.
     usage
         Report token usage (OpenAI streams only when the request asks for it).
-    cached_tokens
-        Say that many prompt tokens came from the endpoint's cache (OpenAI's
-        ``usage.prompt_tokens_details.cached_tokens``).
     finish_reason
         Overrides ``"stop"`` / ``"tool_calls"`` (e.g. ``"length"``, as a server
         says when ``max_tokens`` cut the answer).
@@ -74,12 +71,28 @@ class Reply:
         field ``reasoning_as`` names (``"reasoning_content"``, the default, as
         llama.cpp and vLLM send it, or ``"reasoning"``) and in Ollama's
         ``thinking``; or, with ``reasoning_as="think"``, inline in the content
-        as ``<think>…</think>``.
+        as ``<think>…</think>``. Anthropic always sends it as a signed
+        ``thinking`` block.
     no_finish
         End an OpenAI stream with ``data: [DONE]`` and no finish reason (what
         llama-cpp-python does when another request interrupts it).
     empty_body
         Answer 200 with the headers and then an empty body.
+    error_after
+        After that many chunks, the protocol's error inside the stream
+        (Anthropic's ``event: error`` with ``overloaded_error``, an OpenAI
+        ``{"error": …}`` chunk, an Ollama ``{"error": …}`` line), then the end.
+    cached_tokens
+        OpenAI: report this many of the prompt's tokens as cached
+        (``prompt_tokens_details.cached_tokens``). Anthropic's cache is played
+        from the request's ``cache_control`` breakpoints instead.
+    redacted_thinking
+        Anthropic: a ``redacted_thinking`` block with this opaque data, after
+        any ``reasoning``.
+
+    Anthropic's stop reasons are the OpenAI ones translated: ``stop`` is
+    ``end_turn``, ``length`` is ``max_tokens``, ``tool_calls`` is
+    ``tool_use``; any other (``refusal``) is sent as it is.
     """
 
     text: str = ""
@@ -103,12 +116,14 @@ class Reply:
     repeat_bytes: int | None = None
     repeat_seconds: float = 30.0
     usage: bool = True
-    cached_tokens: int = 0
     finish_reason: str | None = None
     reasoning: str = ""
     reasoning_as: str = "reasoning_content"
     no_finish: bool = False
     empty_body: bool = False
+    error_after: int | None = None
+    cached_tokens: int = 0
+    redacted_thinking: str = ""
 
     def __post_init__(self) -> None:
         calls = tuple(_tool_call(call) for call in self.tool_calls)
@@ -194,7 +209,8 @@ def _validate(reply: Reply) -> None:
     if len(shapes) > 1 or (shapes and shapes[0] != "chunk_size" and reply.text):
         given = (["text"] if reply.text else []) + shapes
         raise ValueError(f"Reply takes one of text, chunks or tokens, got {given}")
-    for name in ("times", "cut_after", "malformed_after", "stall_after", "tokens", "repeat_bytes"):
+    for name in ("times", "cut_after", "malformed_after", "stall_after", "tokens", "repeat_bytes",
+                 "error_after", "cached_tokens"):  # fmt: skip
         value = getattr(reply, name)
         if value is not None and (not isinstance(value, int) or value < 0):
             raise ValueError(f"Reply {name} must be a non-negative int, got {value!r}")

@@ -7,8 +7,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ._anthropic import PromptCache
+from ._anthropic import prompt_tokens as anthropic_prompt_tokens
 from ._demo import default_answer
-from ._handler import CHAT_PATHS, Handler, HTTPServer
+from ._handler import AZURE_CHAT, CHAT_PATHS, Handler, HTTPServer
 from ._protocols import Answer, count_prompt_tokens
 from ._script import Body, Reply, request_images, split_words
 
@@ -34,7 +36,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any
-    protocol: str  # "openai" or "ollama"
+    protocol: str  # "openai", "ollama" or "anthropic"
     connection: tuple[str, int]  # the client's (host, port): same tuple, same connection
     messages: list[Any] = field(default_factory=list)
     model: str | None = None
@@ -45,8 +47,9 @@ class RecordedRequest:
 
     @property
     def is_chat(self) -> bool:
-        """Whether this is a chat request (either protocol)."""
-        return self.path.split("?", 1)[0] in CHAT_PATHS
+        """Whether this is a chat request (any protocol, Azure's deployment paths too)."""
+        path = self.path.split("?", 1)[0]
+        return path in CHAT_PATHS or AZURE_CHAT.match(path) is not None
 
     @property
     def images(self) -> list[bytes]:
@@ -60,8 +63,11 @@ class RecordedRequest:
         OpenAI: every body field but model, messages, stream, stream_options
         and tools (``max_tokens``, ``temperature``, ``seed``, ``tool_choice``, …).
         Ollama: its ``options`` object plus ``format``, ``keep_alive``, ``think``.
+        Anthropic: every body field but model, messages, stream, system and tools.
         """
         body = self.body if isinstance(self.body, dict) else {}
+        if self.protocol == "anthropic":
+            return {k: v for k, v in body.items() if k not in _NOT_OPTIONS | {"system"}}
         if self.protocol == "ollama":
             found = dict(body.get("options") or {})
             found.update({k: body[k] for k in ("format", "keep_alive", "think") if k in body})
@@ -79,7 +85,7 @@ class _Rule:
 
 
 class ScriptedServer:
-    """An OpenAI- and Ollama-compatible chat server on loopback, driven by a script.
+    """An OpenAI-, Ollama- and Anthropic-compatible chat server on loopback, driven by a script.
 
     Each chat request is answered by the first :class:`Reply` rule that
     matches it, or by the offline demo model's default answer. Every request
@@ -95,7 +101,8 @@ class ScriptedServer:
         The models offered and accepted; any other gets the protocol's 404.
         Empty accepts every model name.
     api_key
-        When set, every request must carry ``Authorization: Bearer <api_key>``.
+        When set, every request must carry ``Authorization: Bearer <api_key>``
+        (Anthropic's ``x-api-key`` and Azure's ``api-key`` headers count too).
     text_only_models
         Models that refuse a request carrying images (HTTP 400, as a text-only
         model behind a real server does); every other model accepts them.
@@ -104,6 +111,10 @@ class ScriptedServer:
         (llama.cpp) and ``POST /api/show`` (Ollama), and an OpenAI chat request
         whose prompt (counted in words) is longer gets llama-server's HTTP 400
         ``exceed_context_size_error``.
+    template_tools
+        When set, ``GET /props`` also says whether the chat template takes
+        tools (llama.cpp's ``chat_template_caps.supports_tools``), as a small
+        model that was never taught tools reports ``False``.
 
     >>> with ScriptedServer(Reply("Hi!")) as server:
     ...     server.url.startswith("http://127.0.0.1:")
@@ -119,8 +130,10 @@ class ScriptedServer:
         api_key: str | None = None,
         text_only_models: Iterable[str] = (),
         context_size: int | None = None,
+        template_tools: bool | None = None,
     ) -> None:
         self.host = host
+        self.template_tools = template_tools
         self.text_only_models = tuple(text_only_models)
         self.context_size = context_size
         self.port = port
@@ -134,6 +147,7 @@ class ScriptedServer:
         self._httpd: HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
+        self._cache = PromptCache()
         self.script(*replies)
 
     def __repr__(self) -> str:
@@ -187,6 +201,11 @@ class ScriptedServer:
         return f"{self.ollama_url}/v1"
 
     @property
+    def anthropic_url(self) -> str:
+        """The Anthropic base URL, ``http://127.0.0.1:PORT``, as its SDK takes it (same server)."""
+        return self.ollama_url
+
+    @property
     def ollama_url(self) -> str:
         """The Ollama base URL, ``http://127.0.0.1:PORT`` (the same server)."""
         if self._httpd is None:
@@ -212,6 +231,7 @@ class ScriptedServer:
             self._rules.clear()
             self._log.clear()
             self._calls = self._responses = 0
+            self._cache = PromptCache()
             self._changed.notify_all()
 
     @property
@@ -244,7 +264,7 @@ class ScriptedServer:
         body = fields["body"]
         request = RecordedRequest(**fields)
         if isinstance(body, dict):
-            messages = body.get("messages")
+            messages = fields.get("messages", body.get("messages"))
             request.messages = messages if isinstance(messages, list) else []
             model = body.get("model")
             request.model = model if isinstance(model, str) else None
@@ -277,11 +297,22 @@ class ScriptedServer:
                     return rule.reply
         return None
 
-    def _answer(self, reply: Reply | None, body: Body, model: str) -> Answer:
-        """``reply`` (default: the demo answer) made concrete, with fresh ids."""
+    def _answer(
+        self, reply: Reply | None, body: Body, model: str, anthropic: Body | None = None
+    ) -> Answer:
+        """``reply`` (default: the demo answer) made concrete, with fresh ids.
+
+        ``anthropic`` is the raw body of an Anthropic request: its prompt is
+        counted in blocks and goes through the prompt cache.
+        """
         if reply is None:
             reply = Reply(default_answer(body))
+        prompt = count_prompt_tokens(body)
+        read, write = min(reply.cached_tokens, prompt), 0
         with self._changed:
+            if anthropic is not None:
+                cached = self._cache.use(anthropic)
+                prompt, read, write = anthropic_prompt_tokens(anthropic), cached.read, cached.write
             self._responses += 1
             response_id = f"chatcmpl-scripted-{self._responses}"
             first = self._calls + 1
@@ -292,7 +323,7 @@ class ScriptedServer:
         ]
         chunks = reply.content_chunks()
         reasoning = split_words(reply.reasoning)
-        if reasoning and reply.reasoning_as == "think":
+        if reasoning and reply.reasoning_as == "think" and anthropic is None:
             chunks = ["<think>", *reasoning, "</think>\n\n", *chunks]
             reasoning = []
         return Answer(
@@ -302,11 +333,13 @@ class ScriptedServer:
             tool_calls=calls,
             finish_reason=reply.finish_reason,
             usage=reply.usage,
-            prompt_tokens=count_prompt_tokens(body),
-            cached_tokens=reply.cached_tokens,
+            prompt_tokens=prompt,
             reasoning=reasoning,
             reasoning_field=reply.reasoning_as,
             no_finish=reply.no_finish,
+            cache_read_tokens=read,
+            cache_write_tokens=write,
+            redacted_thinking=reply.redacted_thinking,
         )
 
 
