@@ -391,10 +391,10 @@ def test_the_gauge_shows_the_last_turn_s_context_against_the_model_s_size(tmp_pa
 
 
 def test_cached_prompt_tokens_the_endpoint_reports_show_in_the_gauge(chat, scripted_server):
-    scripted_server.script(title_reply(), Reply("Four.", when="2+2", cached_tokens=12))
+    scripted_server.script(title_reply(), Reply("Four.", when="2+2", cached_tokens=2))  # of 3
     panel = ChatPanel(chat=chat)
     panel.value = "What is 2+2?"
     panel.submit()
     (turn,) = chat.store.get(panel.thread_id).turns
-    assert turn.usage["cache_read_tokens"] == 12
-    assert panel.gauge["cached"] == 12
+    assert turn.usage["cache_read_tokens"] == 2
+    assert panel.gauge["cached"] == 2

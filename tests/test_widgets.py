@@ -83,7 +83,7 @@ def test_clicking_an_option_resumes_the_turn_and_records_the_answer(chat, script
     assert group.sink.data["text/plain"] == "Green it is."
     (tool,) = tool_messages(scripted_server)
     assert visible(group.sink.data["text/html"]) == (
-        f"🔧 choose → {len(tool['content'])} chars\nGreen it is."
+        f"► choose → {len(tool['content'])} chars\nGreen it is."
     )
     assert pending_prompts(thread) == []
 
@@ -170,8 +170,8 @@ def test_a_second_suspension_shows_its_prompts_below_the_resumed_answer(chat, sc
 
     (tool,) = tool_messages(scripted_server)
     assert visible(group.sink.data["text/html"]) == (
-        f"🔧 choose → {len(tool['content'])} chars\nGreen, then.\n"
-        "🔧 confirm waits for your answer\n⏸ waiting for your answer"
+        f"► choose → {len(tool['content'])} chars\nGreen, then.\n"
+        "► confirm waits for your answer\n○ waiting for your answer"
     )
     (nested,) = group.followups.children
     assert isinstance(nested, PromptGroup)
