@@ -398,3 +398,27 @@ def test_cached_prompt_tokens_the_endpoint_reports_show_in_the_gauge(chat, scrip
     (turn,) = chat.store.get(panel.thread_id).turns
     assert turn.usage["cache_read_tokens"] == 2
     assert panel.gauge["cached"] == 2
+
+
+def test_the_browser_s_intents_drive_the_panel_and_bad_ones_say_why(chat):
+    first = chat.new_thread()
+    chat.append_response(first, "first question", "first answer", title="First")
+    second = chat.new_thread()
+    chat.append_response(second, "second question", "second answer", title="Second")
+    panel = ChatPanel(chat=chat)
+    assert panel.thread_id == second
+
+    panel._handle_custom_msg({"event": "select", "value": first}, [])
+    assert panel.thread_id == first and panel.title == "First"
+    panel._handle_custom_msg({"event": "rename", "value": "Renamed"}, [])
+    assert chat.store.get(first).title == "Renamed"
+    panel._handle_custom_msg({"event": "delete"}, [])
+    assert panel.confirm == f"Delete thread {first}, “Renamed”?"
+    panel._handle_custom_msg({"event": "cancel_delete"}, [])
+    assert panel.confirm == "" and len(chat.threads()) == 2
+
+    panel._handle_custom_msg({"event": "select", "value": 99}, [])  # gone, or never there
+    assert panel.status.startswith("⚠ ") and "99" in panel.status and panel.thread_id == first
+    panel._handle_custom_msg({"event": "select", "value": True}, [])  # not an id: ignored
+    panel._handle_custom_msg({"event": "eval", "value": "x"}, [])  # not an intent: ignored
+    assert panel.thread_id == first

@@ -461,17 +461,20 @@ class ChatPanel(anywidget.AnyWidget):
                 self.send({"event": "polled", "changed": changed})
         elif event == "focused":
             self._focus_steal = False
-        elif event in _INTENTS:
-            self._on_intent(event, value)
-
-    @shows_errors
-    def _on_intent(self, event: str, value: object) -> None:
-        if event == "select" and isinstance(value, int) and not isinstance(value, bool):
-            self.select(value)
+        elif event == "select" and isinstance(value, int) and not isinstance(value, bool):
+            self._on_select(value)
         elif event == "rename" and isinstance(value, str):
             self.rename(value)
-        elif event != "select" and event != "rename":
+        elif event in _INTENTS:
             getattr(self, _INTENTS[event])()
+
+    @shows_errors
+    def _on_select(self, thread_id: int) -> None:
+        self.select(thread_id)
+
+    @shows_errors
+    def _on_refresh(self) -> None:
+        self.refresh()
 
     @shows_errors
     def _on_poll(self) -> bool:
@@ -682,11 +685,12 @@ class ChatPanel(anywidget.AnyWidget):
             self.status_kind = kind
 
 
-# Browser intents with nothing to check but their name, and the method each calls.
+# Browser intents that carry nothing but their name, and the method each calls
+# (each shows its own errors).
 _INTENTS = {
-    "select": "select", "rename": "rename", "new": "new_thread", "delete": "delete",
-    "confirm_delete": "confirm_delete", "cancel_delete": "cancel_delete",
-    "earlier": "show_earlier", "refresh": "refresh", "variables": "refresh_variables",
+    "new": "new_thread", "delete": "delete", "confirm_delete": "confirm_delete",
+    "cancel_delete": "cancel_delete", "earlier": "show_earlier", "refresh": "_on_refresh",
+    "variables": "refresh_variables",
 }
 
 
