@@ -422,3 +422,16 @@ def test_the_browser_s_intents_drive_the_panel_and_bad_ones_say_why(chat):
     panel._handle_custom_msg({"event": "select", "value": True}, [])  # not an id: ignored
     panel._handle_custom_msg({"event": "eval", "value": "x"}, [])  # not an intent: ignored
     assert panel.thread_id == first
+
+
+def test_reasoning_shows_collapsed_above_the_answer(chat, scripted_server):
+    scripted_server.script(
+        title_reply(), Reply("Four.", when="2+2", reasoning="Two and two make four.")
+    )
+    panel = ChatPanel(chat=chat)
+    panel.value = "What is 2+2?"
+    panel.submit()
+    (shown,) = panel.messages
+    assert shown["html"].startswith('<details class="nbchat-reasoning"><summary><i>Reasoning')
+    assert shown["html"].index("Two and two make four.") < shown["html"].index("<p>Four.</p>")
+    assert " open" not in shown["html"].split(">", 1)[0]  # collapsed
