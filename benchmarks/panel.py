@@ -1,13 +1,17 @@
-"""How fast the panel opens a long thread, what following the store costs, how fast Stop is.
+"""How fast the panel opens a long thread, what it sends, what following the store costs.
 
 In one process, against the scripted server on loopback (CPU figures are the
-calling thread's, so the server's own work is left out):
+calling thread's, so the server's own work is left out; bytes are the JSON of
+the widget messages the kernel would send):
 
-- first paint of a 1,000-turn thread: ``ChatPanel(thread_id=…)`` and
-  ``panel.select(…)``, kernel CPU and wall time, and the Markdown sent
-  (target: first paint <= 300 ms of kernel time), against drawing every turn;
+- first paint of a 1,000-turn thread: ``ChatPanel(thread_id=…)``, kernel CPU
+  and the state it opens with (target: <= 100 ms, <= 50 KB), against drawing
+  every turn;
+- switching threads: ``panel.select(…)``, CPU and bytes (target <= 100 ms);
 - the poll: ``panel.sync()`` when nothing changed (one ``stat``), and when
   another Chat wrote to the store;
+- streaming 5,000 tokens at 1,000 a second: how many updates, the largest
+  one, all of them, against re-sending the conversation each time;
 - Stop: from ``panel.stop()`` on a background answer to the turn saved as
   interrupted, with the server sending a piece every ``--chunk-seconds``.
 
@@ -17,6 +21,7 @@ Run: ``.venv/bin/python benchmarks/panel.py [--turns 1000] [--chunk-seconds 0.02
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
 import time
@@ -34,6 +39,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as root, ScriptedServer(
         Reply("", tokens=5000, delay=options.chunk_seconds, when="long"),
         Reply("Short answer.", when="short"),
+        Reply("", tokens=5000, delay=0.001, when="stream"),
     ) as server:
         chat = Chat(base_url=server.url, model="scripted-small", store=Path(root) / "store")
         started = time.perf_counter()
@@ -41,6 +47,7 @@ def main() -> None:
         print(f"built a {options.turns}-turn thread in {time.perf_counter() - started:.1f} s")
         _first_paint(chat, thread, options.turns)
         _poll(chat, server.url)
+        _streaming(chat)
         _stop(chat, options.chunk_seconds)
 
 
@@ -61,6 +68,30 @@ def _timed(action):  # type: ignore[no-untyped-def]
     return result, (time.thread_time() - cpu) * 1000, (time.perf_counter() - wall) * 1000
 
 
+class _Wire:
+    """Counts the widget messages a panel sends (its comm has no kernel here)."""
+
+    def __init__(self, panel: ChatPanel) -> None:
+        self.sizes: list[int] = []
+        self.keys: list[list[str]] = []
+        panel.comm.publish_msg = self._publish  # type: ignore[method-assign]
+
+    def _publish(self, msg_type, data=None, metadata=None, buffers=None, **keys):  # type: ignore[no-untyped-def]
+        self.sizes.append(len(json.dumps(data).encode()))
+        self.keys.append(sorted((data or {}).get("state", {})))
+
+    def reset(self) -> None:
+        self.sizes.clear()
+        self.keys.clear()
+
+
+def _state_bytes(panel: ChatPanel) -> tuple[int, int]:
+    """The JSON of what the panel opens with: its state, and its front-end code."""
+    state = panel.get_state()
+    code = len(state.pop("_esm").encode()) + len(state.pop("_css").encode())
+    return len(json.dumps(state).encode()), code
+
+
 def _first_paint(chat: Chat, thread: int, turns: int) -> None:
     other = chat.new_thread()
     chat.append_response(other, "Another thread", "Short.")
@@ -68,25 +99,49 @@ def _first_paint(chat: Chat, thread: int, turns: int) -> None:
     for _ in range(5):
         panel, cpu, wall = _timed(lambda: ChatPanel(chat=chat, thread_id=thread))
         runs.append((cpu, wall))
-    sent = len(panel.conversation.text.encode())
+    state, code = _state_bytes(panel)
     print(f"first paint, ChatPanel(thread_id=…) of {turns} turns: median "
           f"{statistics.median(c for c, _ in runs):.0f} ms kernel CPU, "
           f"{statistics.median(w for _, w in runs):.0f} ms wall (incl. the model list); "
-          f"{sent / 1024:.0f} KB of Markdown for the last {panel.page_size} turns "
-          f"(target <= 300 ms)")
-    selects = []
+          f"opens with {state / 1024:.0f} KB of state for the last {panel.page_size} turns, "
+          f"and {code / 1024:.0f} KB of front-end code (target <= 100 ms, <= 50 KB)")
+    wire = _Wire(panel)
+    selects, sent = [], []
     for _ in range(5):
         panel.select(other)
+        wire.reset()
         _, cpu, wall = _timed(lambda: panel.select(thread))
         selects.append((cpu, wall))
-    print(f"opening it from the list, panel.select(): median "
+        sent.append(sum(wire.sizes))
+    print(f"switching to it, panel.select(): median "
           f"{statistics.median(c for c, _ in selects):.0f} ms kernel CPU, "
-          f"{statistics.median(w for _, w in selects):.0f} ms wall")
+          f"{statistics.median(w for _, w in selects):.0f} ms wall, "
+          f"{statistics.median(sent) / 1024:.0f} KB sent (target <= 100 ms)")
     whole, cpu, wall = _timed(lambda: ChatPanel(chat=chat, thread_id=thread, page_size=turns))
     print(f"for comparison, drawing all {turns} turns: {cpu:.0f} ms kernel CPU, "
-          f"{wall:.0f} ms wall, {len(whole.conversation.text.encode()) / 1024:.0f} KB")
-    _, cpu, wall = _timed(panel.earlier_button.click)
+          f"{wall:.0f} ms wall, {_state_bytes(whole)[0] / 1024:.0f} KB of state")
+    _, cpu, wall = _timed(panel.show_earlier)
     print(f"Show earlier (+{panel.page_size} turns): {cpu:.0f} ms kernel CPU")
+
+
+def _streaming(chat: Chat) -> None:
+    thread = _long_thread(chat, 20)
+    panel = ChatPanel(chat=chat, thread_id=thread)
+    wire = _Wire(panel)
+    conversation = len(json.dumps(panel.messages).encode())
+    panel.value = "stream 5,000 tokens please"
+    started = time.perf_counter()
+    _, cpu, _ = _timed(panel.submit)
+    wall = time.perf_counter() - started
+    turn = chat.store.get(thread).turns[-1]
+    assert turn.status == "complete" and len(turn.answer) > 40_000, (turn.status, turn.error)
+    live = [size for size, keys in zip(wire.sizes, wire.keys, strict=True)
+            if keys == ["streaming_message"]]
+    print(f"streaming 5,000 tokens at 1,000/s into a {panel.page_size}-turn view: "
+          f"{len(live)} updates in {wall:.1f} s, the largest {max(live) / 1024:.0f} KB, "
+          f"{sum(live) / 1024:.0f} KB in all, each one message (the conversation shown is "
+          f"{conversation / 1024:.0f} KB); {cpu:.0f} ms kernel CPU; "
+          f"{len(wire.sizes) - len(live)} other messages (the end of the turn)")
 
 
 def _poll(chat: Chat, url: str) -> None:
@@ -109,9 +164,9 @@ def _stop(chat: Chat, chunk_seconds: float) -> None:
     delays = []
     for _ in range(5):
         panel = ChatPanel(chat=chat, background=True)
-        panel.input_box.value = "a long answer please"
-        panel.send_button.click()
-        while "word20" not in panel.live.text:
+        panel.value = "a long answer please"
+        panel.submit()
+        while "word20" not in panel.live.data.get("text/html", ""):
             time.sleep(0.01)
         started = time.perf_counter()
         panel.stop()

@@ -139,8 +139,8 @@ def test_the_panel_sends_mentioned_objects_as_context(chat, scripted_server, tmp
     try:
         shell.user_ns["df"] = pd.DataFrame({"price": [1.0, 2.0]})
         panel = ChatPanel(chat=chat)
-        panel.input_box.value = "Why is @df so small? And @missing?"
-        panel.send_button.click()
+        panel.value = "Why is @df so small? And @missing?"
+        panel.submit()
         content = content_parts(scripted_server.chat_requests[0].messages[-1]["content"])
         assert content[0] == {"type": "text", "text": "Why is @df so small? And @missing?"}
         assert content[2]["text"].startswith('<context name="df" kind="DataFrame 2×1">')
@@ -163,20 +163,19 @@ def test_the_panel_picker_offers_the_notebook_s_variables_and_sends_the_picked(
     try:
         shell.run_cell("import pandas as pd\nsales = pd.DataFrame({'n': [1, 2, 3]})\nlimit = 2")
         panel = ChatPanel(chat=chat)
-        picker = panel.context_picker
-        assert picker.tags.allowed_tags == ["sales", "limit"]
+        assert panel.variables == ["sales", "limit"] and panel.attachable
         shell.run_cell("later = 'x'")
-        picker.refresh_button.click()
-        assert picker.tags.allowed_tags == ["sales", "limit", "later"]
-        picker.tags.value = ["sales"]
-        panel.input_box.value = "How many rows, compared with @limit?"
-        panel.send_button.click()
+        panel._handle_custom_msg({"event": "variables"}, [])  # the chips' menu opened
+        assert panel.variables == ["sales", "limit", "later"]
+        panel.picked = ["sales"]
+        panel.value = "How many rows, compared with @limit?"
+        panel.submit()
         content = content_parts(scripted_server.chat_requests[0].messages[-1]["content"])
         assert [p["text"].split("\n")[0] for p in content[2:]] == [
             '<context name="sales" kind="DataFrame 3×1">',
             '<context name="limit" kind="int">',
         ]
-        assert picker.tags.value == []  # the picks went with that question
+        assert panel.picked == []  # the picks went with that question
     finally:
         InteractiveShell.clear_instance()
 
@@ -185,8 +184,7 @@ def test_outside_a_kernel_the_picker_hides(chat):
     from nbchat.widgets import ChatPanel
 
     panel = ChatPanel(chat=chat)
-    assert panel.context_picker.layout.display == "none"
-    assert panel.context_picker.take() == []
+    assert not panel.attachable and panel.variables == []
 
 
 HIDING = (

@@ -232,15 +232,15 @@ def test_the_panel_and_the_magics_share_one_store(scripted_server, env, store_ch
     )
     with Kernel(env) as k:
         k.ok(SETUP)
-        k.ok("panel = nbchat.panel()\npanel.input_box.value = 'hi from the panel'\n"
-             "panel.send_button.click()")
+        k.ok("panel = nbchat.panel()\npanel.value = 'hi from the panel'\n"
+             "panel.submit()")
         listed = k.ok("%chat --list")
         assert "hi from the panel" not in listed.text()  # titles, not questions
         assert "1 " in listed.text() and "scripted-small" in listed.text()
 
         k.ok("%chat hi from the magic")
-        shown = k.ok("panel.refresh_button.click()\n"
-                     "print([i for _, i in panel.thread_list.options], panel.thread_id)")
+        shown = k.ok("panel.refresh()\n"
+                     "print([t['id'] for t in panel.threads], panel.thread_id)")
 
         assert shown.stdout == "[2, 1] 1\n"  # the magic's thread is listed; the panel stays
     assert [t.id for t in store_chat.threads()] == [2, 1]

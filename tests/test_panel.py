@@ -14,9 +14,9 @@ import nbchat
 from markup_helpers import body, visible
 from nbchat import Chat
 from nbchat._usage import parse_prices
-from nbchat.errors import ConfigError
+from nbchat.errors import ConfigError, InputError
 from nbchat.testing import Reply, ScriptedServer
-from nbchat.widgets import ChatInput, ChatPanel
+from nbchat.widgets import ChatPanel
 
 
 def title_reply(title: str = "A Short Title") -> Reply:
@@ -40,35 +40,38 @@ def footer_lines(panel: ChatPanel) -> list[str]:
 def test_enter_in_the_box_sends_and_the_question_joins_the_history(chat, scripted_server):
     scripted_server.script(title_reply(), Reply("Four.", when="2+2"), Reply("Six.", when="3+3"))
     panel = ChatPanel(chat=chat)
-    assert panel.input_box.history == []
+    assert panel.history == []
 
-    panel.input_box._handle_custom_msg({"event": "submit", "value": "What is 2+2?"}, [])
+    panel._handle_custom_msg({"event": "submit", "value": "What is 2+2?"}, [])
 
-    assert "Four." in panel.conversation.text and panel.input_box.value == ""
-    assert panel.input_box.history == ["What is 2+2?"]
-    panel.input_box.value = "And 3+3?"
-    panel.input_box.submit()
-    assert panel.input_box.history == ["What is 2+2?", "And 3+3?"]
+    assert "Four." in panel.conversation.text and panel.value == ""
+    assert panel.history == ["What is 2+2?"]
+    panel.value = "And 3+3?"
+    panel.submit()
+    assert panel.history == ["What is 2+2?", "And 3+3?"]
     assert "Six." in panel.conversation.text
 
     other = ChatPanel(chat=chat)  # a thread shown anew brings its questions for Up
-    assert other.input_box.history == ["What is 2+2?", "And 3+3?"]
+    assert other.history == ["What is 2+2?", "And 3+3?"]
 
 
 def test_enter_while_an_answer_streams_does_not_send_a_second_question(chat, scripted_server):
     scripted_server.script(title_reply(), Reply("", tokens=400, delay=0.005, when="long"))
     panel = ChatPanel(chat=chat, background=True)
-    panel.input_box.value = "a long answer please"
-    panel.send_button.click()
-    assert panel.is_streaming and panel.send_button.disabled
-    assert panel.thread_list.disabled and panel.delete_button.disabled  # the answer's thread
-    assert panel.stop_button.layout.display == ""
+    panel.value = "a long answer please"
+    panel.submit()
+    assert panel.is_streaming and panel.streaming  # the browser shows Stop for Send
+    other = chat.new_thread()
+    with pytest.raises(InputError, match="an answer is streaming; stop it"):
+        panel.select(other)  # the answer's thread stays shown
+    panel.delete()
+    assert panel.status.startswith("⚠ an answer is streaming") and panel.confirm == ""
 
-    panel.input_box.value = "another"
-    panel.input_box.submit()
+    panel.value = "another"
+    panel.submit()
 
     assert panel.status.startswith("⚠ an answer is still streaming")
-    assert panel.input_box.value == "another"
+    assert panel.value == "another"
     panel.stop()
     assert panel.wait(30)
     assert len(chat.store.get(panel.thread_id).turns) == 1
@@ -79,8 +82,8 @@ def test_escape_stops_a_background_answer_and_keeps_the_partial_text(chat, scrip
     panel = ChatPanel(chat=chat, background=True)
     ended = []
     panel.on_answer(lambda p, result: ended.append(result.status))
-    panel.input_box.value = "a long answer please"
-    panel.send_button.click()
+    panel.value = "a long answer please"
+    panel.submit()
     thread = panel.thread_id
     # The kernel is free while it streams: wait for some text from here.
     for _ in range(400):
@@ -89,28 +92,32 @@ def test_escape_stops_a_background_answer_and_keeps_the_partial_text(chat, scrip
         panel.wait(0.05)
     assert panel.is_streaming
 
-    panel.input_box._handle_custom_msg({"event": "stop"}, [])  # what Escape sends
+    panel._handle_custom_msg({"event": "stop"}, [])  # what Escape sends
 
     assert panel.wait(30)
     assert ended == ["interrupted"] and not panel.is_streaming
     assert panel.status == "Stopped; the partial answer is kept."
-    assert not panel.send_button.disabled and panel.stop_button.layout.display == "none"
-    assert not panel.thread_list.disabled
+    assert not panel.streaming
+    panel.delete()  # the thread can be deleted again
+    assert panel.confirm.startswith(f"Delete thread {thread}")
     (turn,) = chat.store.get(thread).turns
     assert turn.status == "interrupted"
     assert turn.answer.startswith("word0 word1") and not turn.answer.endswith("word1999")
     assert "(interrupted)" in panel.conversation.text
 
 
-def test_the_browser_poll_gets_an_answer_and_a_poll_callback(chat):
-    box = ChatInput()
-    seen = []
-    box.on_poll(lambda b: seen.append(b))
-    box._handle_custom_msg({"event": "poll"}, [])
-    assert seen == [box]
-    before = box._focus
-    box.focus()
-    assert box._focus == before + 1
+def test_the_browser_poll_is_answered_and_follows_the_store(chat):
+    panel = ChatPanel(chat=chat)
+    sent = []
+    panel.send = lambda content, buffers=None: sent.append(content)  # what reaches the browser
+    thread = Chat(base_url=chat.settings.base_url, store=chat.store.path).new_thread()
+    panel._handle_custom_msg({"event": "poll"}, [])
+    assert sent == [{"event": "polled", "changed": True}] and panel.thread_id == thread
+    panel._handle_custom_msg({"event": "poll"}, [])  # nothing new: the browser waits longer
+    assert sent[-1] == {"event": "polled", "changed": False}
+    before = panel._focus
+    panel.focus()
+    assert panel._focus == before + 1
 
 
 # ---------------------------------------------------------------- following the store
@@ -126,16 +133,16 @@ def test_threads_made_elsewhere_show_up_on_the_next_poll(chat, scripted_server):
     thread = other.new_thread()
     other.ask(thread, "What is 2+2?")  # as %chat in a cell, or another kernel
     other.threads()  # the title is written after the answer: wait for it
-    panel.input_box.poll()
+    panel.poll()
 
-    assert [label for label, _ in panel.thread_list.options] == [f"Sums And More (#{thread})"]
+    assert [t["label"] for t in panel.threads] == [f"Sums And More (#{thread})"]
     assert panel.thread_id == thread and "Four." in panel.conversation.text
     assert panel.sync() is False
 
     other.update_thread_title(thread, "Renamed elsewhere")  # e.g. a title written later
     assert panel.sync() is True
-    assert panel.title_box.value == "Renamed elsewhere"
-    assert [label for label, _ in panel.thread_list.options] == [f"Renamed elsewhere (#{thread})"]
+    assert panel.title == "Renamed elsewhere"
+    assert [t["label"] for t in panel.threads] == [f"Renamed elsewhere (#{thread})"]
 
 
 def test_a_turn_added_elsewhere_to_the_shown_thread_is_drawn(chat, scripted_server):
@@ -148,7 +155,7 @@ def test_a_turn_added_elsewhere_to_the_shown_thread_is_drawn(chat, scripted_serv
     assert panel.sync() is True
     assert panel.thread_id == thread
     assert "second answer" in panel.conversation.text
-    assert [i for _, i in panel.thread_list.options] == [thread, second]
+    assert [t["id"] for t in panel.threads] == [thread, second]
 
 
 # ---------------------------------------------------------------- usage
@@ -158,8 +165,8 @@ def test_each_answer_shows_its_usage_and_the_header_the_totals(chat, scripted_se
     scripted_server.script(title_reply(), Reply("Four.", when="2+2"), Reply("Six.", when="3+3"))
     panel = ChatPanel(chat=chat, prices={"scripted-small": [1.0, 2.0]})
     for question in ("What is 2+2?", "And 3+3?"):
-        panel.input_box.value = question
-        panel.send_button.click()
+        panel.value = question
+        panel.submit()
 
     turns = chat.store.get(panel.thread_id).turns
     usages = [(t.usage["prompt_tokens"], t.usage["completion_tokens"]) for t in turns]
@@ -175,7 +182,8 @@ def test_each_answer_shows_its_usage_and_the_header_the_totals(chat, scripted_se
     assert panel.usage == (
         f"2 answers · {prompt:,} in · {completion:,} out · ≈ ${total:.4f}"
     )
-    assert "Σ 2 answers" in panel.usage_html.value
+    assert panel.gauge["cost"] == f"${total:.4f}"
+    assert panel.gauge["used"] == usages[-1][0] + usages[-1][1]  # the last turn's context
 
 
 def test_no_usage_line_when_the_endpoint_reports_none(chat, scripted_server, monkeypatch):
@@ -183,18 +191,18 @@ def test_no_usage_line_when_the_endpoint_reports_none(chat, scripted_server, mon
     scripted_server.script(title_reply(), Reply("Four.", when="2+2", usage=False))
     panel = ChatPanel(chat=chat)
     assert panel.prices == parse_prices({"scripted-small": [1, 2]})
-    panel.input_box.value = "What is 2+2?"
-    panel.send_button.click()
+    panel.value = "What is 2+2?"
+    panel.submit()
 
     assert "Four." in panel.conversation.text
-    assert footer_lines(panel) == [] and panel.usage == "" and panel.usage_html.value == ""
+    assert footer_lines(panel) == [] and panel.usage == "" and panel.gauge == {}
 
 
 def test_prices_without_the_model_show_tokens_only(chat, scripted_server):
     scripted_server.script(title_reply(), Reply("Four.", when="2+2"))
     panel = ChatPanel(chat=chat, prices={"another-model": {"input": 1, "output": 1}})
-    panel.input_box.value = "What is 2+2?"
-    panel.send_button.click()
+    panel.value = "What is 2+2?"
+    panel.submit()
     (line,) = footer_lines(panel)
     assert line.startswith("scripted-small · ") and "$" not in line and "$" not in panel.usage
 
@@ -225,15 +233,15 @@ def test_a_long_thread_shows_its_last_turns_and_earlier_ones_on_demand(chat):
 
     text = panel.conversation.text
     assert "answer 44." in text and "answer 25." in text and "answer 24." not in text
-    assert panel.earlier_button.description == "Show earlier (25 more)"
-    assert panel.earlier_button.layout.display == ""
+    assert panel.hidden == 25 and len(panel.messages) == 20
+    assert [m["index"] for m in panel.messages] == list(range(25, 45))
 
-    panel.earlier_button.click()
+    panel.show_earlier()
     assert "answer 5." in panel.conversation.text and "answer 4." not in panel.conversation.text
-    assert panel.earlier_button.description == "Show earlier (5 more)"
-    panel.earlier_button.click()
+    assert panel.hidden == 5 and panel.messages[0]["query"] == "question 5"
+    panel.show_earlier()
     assert "answer 0." in panel.conversation.text
-    assert panel.earlier_button.layout.display == "none"
+    assert panel.hidden == 0 and len(panel.messages) == 45
 
 
 # ---------------------------------------------------------------- the side area
@@ -246,7 +254,8 @@ def test_the_side_panel_falls_back_to_the_cell_without_a_kernel(chat, capsys):
     assert capsys.readouterr().out == (
         "nbchat: the side area needs a Jupyter kernel; the panel is shown here instead.\n"
     )
-    assert "application/vnd.jupyter.widget-view+json" in panel._repr_mimebundle_()
+    data, _ = panel._repr_mimebundle_()  # anywidget gives data and metadata
+    assert "application/vnd.jupyter.widget-view+json" in data
 
 
 def test_a_side_panel_shows_as_a_note_in_a_cell(chat):
@@ -254,7 +263,7 @@ def test_a_side_panel_shows_as_a_note_in_a_cell(chat):
     assert panel._repr_mimebundle_() == {
         "text/plain": "nbchat: the chat panel is open in JupyterLab's right side area."
     }
-    assert panel.thread_list.rows == 4
+    assert panel.area == "side"  # the front end's layout for the side area
     with pytest.raises(ValueError, match="area must be one of cell, side"):
         ChatPanel(chat=chat, area="top")
 
@@ -330,13 +339,13 @@ def test_stop_ends_a_background_answer_while_the_server_sends_nothing(chat, scri
         title_reply(), Reply("", tokens=50, delay=0.3, stall_after=3, stall=30, when="long")
     )
     panel = ChatPanel(chat=chat, background=True)
-    panel.input_box.value = "a long answer please"
-    panel.send_button.click()
+    panel.value = "a long answer please"
+    panel.submit()
     thread = panel.thread_id
     while "word2" not in panel.live.data.get("text/html", ""):  # shown; the server is silent
         panel.wait(0.05)
 
-    panel.input_box._handle_custom_msg({"event": "stop"}, [])  # what Escape sends
+    panel._handle_custom_msg({"event": "stop"}, [])  # what Escape sends
 
     assert panel.wait(15)
     assert panel.status == "Stopped; the partial answer is kept."
@@ -344,3 +353,85 @@ def test_stop_ends_a_background_answer_while_the_server_sends_nothing(chat, scri
     assert (turn.status, turn.answer) == ("interrupted", "word0 word1 word2 ")
     request = scripted_server.chat_requests[0]
     assert scripted_server.wait_for(lambda: request.disconnected, timeout=5)
+
+
+def test_prices_set_while_the_panel_is_open_apply_at_once(shell, scripted_server, capsys):
+    scripted_server.script(Reply("Four.", when="2+2"), Reply("Six.", when="3+3"))
+    shell.run_cell("%chat What is 2+2?")
+    shell.run_cell("%chat --panel")
+    (panel,) = shell.magics_manager.registry["ChatMagics"]._panels
+    (before,) = footer_lines(panel)
+    assert "$" not in before and "cost" not in panel.gauge
+
+    shell.run_cell('%config ChatMagics.prices = {"scripted-small": [1000, 2000]}')
+
+    (after,) = footer_lines(panel)
+    assert after.startswith(f"{before} · ≈ $")
+    assert panel.gauge["cost"].startswith("$") and panel.messages[-1]["usage"] == after
+    panel.value = "And 3+3?"
+    panel.submit()  # the next answers are priced too
+    assert all("≈ $" in line for line in footer_lines(panel))
+
+    shell.run_cell('%config ChatMagics.prices = {"scripted-small": "cheap"}')
+    assert panel.status.startswith("⚠ prices: the price of 'scripted-small' must be two numbers")
+
+
+def test_the_gauge_shows_the_last_turn_s_context_against_the_model_s_size(tmp_path):
+    with ScriptedServer(Reply("Four.", when="2+2"), context_size=4096) as server:
+        chat = Chat(base_url=server.url, model="scripted-small", store=tmp_path / "store")
+        panel = ChatPanel(chat=chat, prices={"scripted-small": [1, 2]})
+        assert panel.gauge == {}  # no thread yet
+        panel.value = "What is 2+2?"
+        panel.submit()
+        usage = chat.store.get(panel.thread_id).turns[-1].usage
+        used = usage["prompt_tokens"] + usage["completion_tokens"]
+        cost = (usage["prompt_tokens"] * 1 + usage["completion_tokens"] * 2) / 1e6
+        assert panel.gauge == {"used": used, "size": 4096, "cost": f"${cost:.4f}"}
+        assert [r.path for r in server.requests].count("/props") == 1  # asked once a model
+
+
+def test_cached_prompt_tokens_the_endpoint_reports_show_in_the_gauge(chat, scripted_server):
+    scripted_server.script(title_reply(), Reply("Four.", when="2+2", cached_tokens=2))  # of 3
+    panel = ChatPanel(chat=chat)
+    panel.value = "What is 2+2?"
+    panel.submit()
+    (turn,) = chat.store.get(panel.thread_id).turns
+    assert turn.usage["cache_read_tokens"] == 2
+    assert panel.gauge["cached"] == 2
+
+
+def test_the_browser_s_intents_drive_the_panel_and_bad_ones_say_why(chat):
+    first = chat.new_thread()
+    chat.append_response(first, "first question", "first answer", title="First")
+    second = chat.new_thread()
+    chat.append_response(second, "second question", "second answer", title="Second")
+    panel = ChatPanel(chat=chat)
+    assert panel.thread_id == second
+
+    panel._handle_custom_msg({"event": "select", "value": first}, [])
+    assert panel.thread_id == first and panel.title == "First"
+    panel._handle_custom_msg({"event": "rename", "value": "Renamed"}, [])
+    assert chat.store.get(first).title == "Renamed"
+    panel._handle_custom_msg({"event": "delete"}, [])
+    assert panel.confirm == f"Delete thread {first}, “Renamed”?"
+    panel._handle_custom_msg({"event": "cancel_delete"}, [])
+    assert panel.confirm == "" and len(chat.threads()) == 2
+
+    panel._handle_custom_msg({"event": "select", "value": 99}, [])  # gone, or never there
+    assert panel.status.startswith("⚠ ") and "99" in panel.status and panel.thread_id == first
+    panel._handle_custom_msg({"event": "select", "value": True}, [])  # not an id: ignored
+    panel._handle_custom_msg({"event": "eval", "value": "x"}, [])  # not an intent: ignored
+    assert panel.thread_id == first
+
+
+def test_reasoning_shows_collapsed_above_the_answer(chat, scripted_server):
+    scripted_server.script(
+        title_reply(), Reply("Four.", when="2+2", reasoning="Two and two make four.")
+    )
+    panel = ChatPanel(chat=chat)
+    panel.value = "What is 2+2?"
+    panel.submit()
+    (shown,) = panel.messages
+    assert shown["html"].startswith('<details class="nbchat-reasoning"><summary><i>Reasoning')
+    assert shown["html"].index("Two and two make four.") < shown["html"].index("<p>Four.</p>")
+    assert " open" not in shown["html"].split(">", 1)[0]  # collapsed

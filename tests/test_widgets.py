@@ -83,7 +83,7 @@ def test_clicking_an_option_resumes_the_turn_and_records_the_answer(chat, script
     assert group.sink.data["text/plain"] == "Green it is."
     (tool,) = tool_messages(scripted_server)
     assert visible(group.sink.data["text/html"]) == (
-        f"🔧 choose → {len(tool['content'])} chars\nGreen it is."
+        f"► choose → {len(tool['content'])} chars\nGreen it is."
     )
     assert pending_prompts(thread) == []
 
@@ -170,8 +170,8 @@ def test_a_second_suspension_shows_its_prompts_below_the_resumed_answer(chat, sc
 
     (tool,) = tool_messages(scripted_server)
     assert visible(group.sink.data["text/html"]) == (
-        f"🔧 choose → {len(tool['content'])} chars\nGreen, then.\n"
-        "🔧 confirm waits for your answer\n⏸ waiting for your answer"
+        f"► choose → {len(tool['content'])} chars\nGreen, then.\n"
+        "► confirm waits for your answer\n○ waiting for your answer"
     )
     (nested,) = group.followups.children
     assert isinstance(nested, PromptGroup)
@@ -294,7 +294,7 @@ def test_the_prompt_reads_well_as_text(chat, scripted_server):
 
 
 def labels(panel: ChatPanel) -> list[str]:
-    return [label for label, _ in panel.thread_list.options]
+    return [t["label"] for t in panel.threads]
 
 
 def test_the_panel_lists_the_store_s_threads_and_shows_the_newest(chat, scripted_server):
@@ -306,15 +306,15 @@ def test_the_panel_lists_the_store_s_threads_and_shows_the_newest(chat, scripted
     panel = ChatPanel(chat=chat)
 
     assert labels(panel) == ["Untitled (#2)", "Sums (#1)"]
-    assert panel.thread_id == second and panel.thread_list.value == second
+    assert panel.thread_id == second and panel.threads[0]["id"] == second
     assert "Capital of France?" in panel.conversation.text and "Paris." in panel.conversation.text
-    assert list(panel.model_picker.options) == chat.list_models()
-    assert panel.model_picker.value == "scripted-small"
+    assert panel.models == chat.list_models()
+    assert panel.model == "scripted-small"
     assert panel.status == ""
 
-    panel.thread_list.value = first
+    panel.select(first)
 
-    assert panel.thread_id == first and panel.title_box.value == "Sums"
+    assert panel.thread_id == first and panel.title == "Sums"
     assert "Four." in panel.conversation.text and "Paris." not in panel.conversation.text
 
 
@@ -322,24 +322,23 @@ def test_new_rename_and_delete(chat, scripted_server):
     panel = ChatPanel(chat=chat)
     assert panel.thread_id is None and labels(panel) == []
 
-    panel.model_picker.value = "scripted-large"
-    panel.new_button.click()
+    panel.model = "scripted-large"
+    panel.new_thread()
 
     (thread,) = [t.id for t in chat.threads()]
     assert panel.thread_id == thread and chat.store.get(thread).model == "scripted-large"
 
-    panel.title_box.value = "Logo colours"
-    panel.rename_button.click()
+    panel.rename("Logo colours")
     assert chat.store.get(thread).title == "Logo colours"
     assert labels(panel) == [f"Logo colours (#{thread})"]
 
-    panel.delete_button.click()  # asks first
-    assert panel.confirm_box.layout.display == "flex" and labels(panel)
-    panel.cancel_delete_button.click()
-    assert panel.confirm_box.layout.display == "none" and chat.threads()
+    panel.delete()  # asks first
+    assert panel.confirm == f"Delete thread {thread}, “Logo colours”?" and labels(panel)
+    panel.cancel_delete()
+    assert panel.confirm == "" and chat.threads()
 
-    panel.delete_button.click()
-    panel.confirm_delete_button.click()
+    panel.delete()
+    panel.confirm_delete()
     assert chat.threads() == [] and labels(panel) == [] and panel.thread_id is None
     assert panel.status == f"Deleted thread {thread}."
 
@@ -353,8 +352,8 @@ def test_send_streams_the_answer_into_the_conversation(chat, scripted_server):
     ended = []
     panel.on_answer(lambda p, result: ended.append(result.status))
 
-    panel.input_box.value = "hello there"
-    panel.send_button.click()
+    panel.value = "hello there"
+    panel.submit()
 
     (info,) = chat.threads()  # waits for the title, written after the answer
     assert panel.thread_id == info.id and info.title == "Greeting Chat"
@@ -362,8 +361,8 @@ def test_send_streams_the_answer_into_the_conversation(chat, scripted_server):
     assert labels(panel) == [f"Greeting Chat (#{info.id})"]
     assert "hello there" in panel.conversation.text
     assert "Hello! How can I help?" in panel.conversation.text
-    assert panel.live.data == {} and panel.input_box.value == ""
-    assert not panel.send_button.disabled
+    assert panel.live.data == {} and panel.value == ""
+    assert not panel.streaming and panel.streaming_message == {}
     assert ended == ["complete"]
     requests = scripted_server.chat_requests
     (request,) = [r for r in requests if r.messages[-1]["content"] == "hello there"]
@@ -375,18 +374,17 @@ def test_an_error_shows_in_the_status_line_and_keeps_the_input(chat, scripted_se
     panel = ChatPanel(chat=chat)
     Chat(base_url=scripted_server.url, store=chat.store.path).delete_thread(thread)
 
-    panel.input_box.value = "Is anyone there?"
-    panel.send_button.click()
+    panel.value = "Is anyone there?"
+    panel.submit()
 
     assert panel.status.startswith("⚠ ") and f"thread id {thread}" in panel.status
-    assert panel.input_box.value == "Is anyone there?"
+    assert panel.value == "Is anyone there?"
 
-    panel.input_box.value = "  "
-    panel.send_button.click()
+    panel.value = "  "
+    panel.submit()
     assert panel.status == "⚠ the question is empty; type something to ask"
 
-    panel.title_box.value = "x"
-    panel.rename_button.click()
+    panel.rename("x")
     assert "⚠" in panel.status
 
 
@@ -398,7 +396,7 @@ def test_model_list_errors_show_in_the_panel(tmp_path):
         panel = ChatPanel(chat=chat)
     assert panel.status.startswith("⚠ ")
     assert "wrong" not in panel.status  # never the key
-    assert list(panel.model_picker.options) == ["scripted-small"]
+    assert panel.models == ["scripted-small"]
 
 
 def test_tool_prompts_show_inline_and_the_answer_joins_the_conversation(chat, scripted_server):
@@ -408,16 +406,16 @@ def test_tool_prompts_show_inline_and_the_answer_joins_the_conversation(chat, sc
         Reply("Let me ask.", when="pick", tool_calls=[COLOUR]),
     )
     panel = ChatPanel(chat=chat)
-    panel.input_box.value = "pick a colour"
-    panel.send_button.click()
+    panel.value = "pick a colour"
+    panel.submit()
 
-    (group,) = panel.prompt_area.children
+    (group,) = panel.prompts
     assert "Let me ask." in panel.conversation.text
     assert "waiting for your answer" in panel.conversation.text
 
     group.prompts[0].buttons[1].click()
 
-    assert panel.prompt_area.children == ()
+    assert panel.prompts == []
     assert "Let me ask.\n\n> *Which colour?* → **green**\n\nGreen it is." in (
         panel.conversation.text
     )
@@ -433,10 +431,10 @@ def test_threads_made_elsewhere_appear_after_refresh_and_pending_calls_get_promp
     thread = suspend(other, scripted_server, COLOUR, then="Red it is.")  # as %chat would
     assert labels(panel) == []
 
-    panel.refresh_button.click()
+    panel.refresh()
 
     assert labels(panel) == [f"Untitled (#{thread})"] and panel.thread_id == thread
-    (group,) = panel.prompt_area.children
+    (group,) = panel.prompts
     group.prompts[0].submit("red")
     assert "Red it is." in panel.conversation.text
     assert other.store.get(thread).turns[0].status == "complete"
@@ -453,19 +451,20 @@ def test_the_thread_list_round_trips_json_safe_labels(chat):
     thread = chat.new_thread()
     chat.update_thread_title(thread, 'Quotes " and <tags>')
     panel = ChatPanel(chat=chat)
-    assert json.loads(json.dumps(panel.thread_list.options)) == [
-        [f'Quotes " and <tags> (#{thread})', thread]
+    assert json.loads(json.dumps(panel.threads)) == [
+        {"id": thread, "title": 'Quotes " and <tags>', "turns": 0,
+         "label": f'Quotes " and <tags> (#{thread})'}
     ]
 
 
 def test_a_failed_turn_shows_its_error_and_gives_the_question_back(chat, scripted_server):
     scripted_server.script(Reply(status=400, error_message="the prompt is too long", when="break"))
     panel = ChatPanel(chat=chat)
-    panel.input_box.value = "please break"
-    panel.send_button.click()
+    panel.value = "please break"
+    panel.submit()
 
     assert panel.status.startswith("⚠ ") and "the prompt is too long" in panel.status
-    assert panel.input_box.value == "please break"
+    assert panel.value == "please break"
     (turn,) = chat.store.get(panel.thread_id).turns
     assert turn.status == "failed"
     html = panel.conversation.data["text/html"]

@@ -78,7 +78,7 @@ def side_panel(chat: Chat | None = None, **kwargs: Any) -> ChatPanel:
     # give the one-line note a side panel shows in cells.
     car.outputs = (_view(panel),)
     _SIDE = _Side(panel, car)
-    panel.input_box.focus(steal=True)
+    panel.focus(steal=True)
     return panel
 
 

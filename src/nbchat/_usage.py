@@ -21,7 +21,10 @@ from .config import ENV_PRICES
 from .errors import ConfigError
 from .store import Turn
 
-__all__ = ["Price", "parse_prices", "prices_from_env", "thread_usage_line", "turn_usage_line"]
+__all__ = [
+    "Price", "dollars", "parse_prices", "prices_from_env", "thread_cost", "thread_usage_line",
+    "turn_usage_line",
+]
 
 PER_TOKENS = 1_000_000
 
@@ -77,6 +80,8 @@ _CACHE_PRICES = ("cache_read", "cache_write")
 
 
 def _price(model: object, entry: object, source: str) -> Price:
+    if isinstance(entry, Price):
+        return entry
     cached: list[object] = []
     if isinstance(entry, Mapping):
         unknown = sorted(set(map(str, entry)) - {"input", "output", *_CACHE_PRICES})
@@ -169,6 +174,18 @@ def thread_usage_line(turns: Iterable[Turn], prices: Mapping[str, Price] | None 
         partial = "" if len(costs) == len(counted) else " (priced models only)"
         line += f" · ≈ {_dollars(sum(costs))}{partial}"
     return line
+
+
+def thread_cost(turns: Iterable[Turn], prices: Mapping[str, Price] | None = None) -> float | None:
+    """What the priced turns cost together, or None when no turn has a price and usage."""
+    costs = [c.cost for c in (_counts(turn, prices or {}) for turn in turns)
+             if c is not None and c.cost is not None]
+    return sum(costs) if costs else None
+
+
+def dollars(amount: float) -> str:
+    """``$0.0012`` under a cent, ``$1.23`` above."""
+    return _dollars(amount)
 
 
 def _dollars(amount: float) -> str:

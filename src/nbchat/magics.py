@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import traceback
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, argument_group, magic_arguments
 from IPython.display import display
-from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, validate
+from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, observe, validate
 
 from . import markup
 from ._interpolate import interpolate, resolve
@@ -159,6 +160,16 @@ class ChatMagics(Magics):
         self._use_agent = False
         self._session_key: tuple[str, str] | None = None  # (endpoint, key) from --key
         self._key_version = 0
+        self._panels: weakref.WeakSet[Any] = weakref.WeakSet()  # the panels %chat --panel opened
+
+    @observe("prices")
+    def _observe_prices(self, change: Any) -> None:
+        """Prices given while a panel is open apply to it at once, to answers shown and to come."""
+        for panel in list(getattr(self, "_panels", ())):
+            try:
+                panel.prices = dict(change["new"]) or None
+            except NbchatError as error:
+                panel.show_error(error)
 
     @property
     def chat(self) -> Chat:
@@ -826,9 +837,11 @@ class ChatMagics(Magics):
             raise UsageError(f"the panel is not available: {err}; pip install nbchat") from err
         prices = dict(self.prices) or None
         if opts.side or self.panel_area == "side":
-            display(side_panel(self.chat, prices=prices))  # in a cell: a one-line note
+            panel = side_panel(self.chat, prices=prices)  # in a cell: a one-line note
         else:
-            display(ChatPanel(chat=self.chat, prices=prices))
+            panel = ChatPanel(chat=self.chat, prices=prices)
+        self._panels.add(panel)
+        display(panel)
 
     def _thread_arg(self, value: object) -> int:
         if value in (None, ""):

@@ -1,54 +1,63 @@
-"""The chat panel and the client-tool prompts, as ipywidgets.
+"""The chat panel, one anywidget, and the client-tool prompts it shows inline.
 
-:class:`ChatPanel` (``nbchat.panel()``, ``%chat --panel``) lists the threads of
-the same store the magics use, with a model picker, the selected thread's
-conversation, an input box that streams the answer into it, and client-tool
-prompts inline. :func:`show_tool_prompts` (in :mod:`nbchat._prompts`) is what
-the cell renderer calls when a turn suspends.
+:class:`ChatPanel` (``nbchat.panel()``, ``%chat --panel``) is a chat over the
+same store the magics use: a header with the thread's title and a thread
+switcher, the conversation as messages, and an input with the model picker
+and the context chips. Its front end is ``_panel.js`` and ``_panel.css``
+beside this module; its state is in traits, and the browser sends intents
+(``submit``, ``stop``, ``select``, ``rename``, …) as custom messages. Only
+HTML made by :mod:`nbchat.markup` in Python reaches the page as HTML; every
+other text (questions, titles, model names, usage) is set with
+``textContent``. :func:`show_tool_prompts` (in :mod:`nbchat._prompts`) is
+what the cell renderer calls when a turn suspends; in the panel its prompts
+are ipywidgets shown inside the panel.
 
-Widget callbacks run while no cell runs: everything the panel shows is
-written into widgets it owns, never with ``display``.
+Each turn is one record of :attr:`ChatPanel.messages`; the answer streaming
+now is :attr:`ChatPanel.streaming_message`, so an update while it streams
+sends that one message, never the conversation.
 
 How Escape stops an answer. When a person sends from the browser, the answer
 streams in a background thread and the widget callback returns at once; the
-stop request (a comm message from the question box) calls the answer's
-:meth:`~nbchat.Answer.stop`, which shuts the connection down, so the answer
-ends at once even while the model sends nothing (the engine saves it as
-interrupted). Measured
-in JupyterLab + Chromium on ipykernel 7.4, Escape to the interrupted answer on
+stop request (a comm message) calls the answer's :meth:`~nbchat.Answer.stop`,
+which shuts the connection down, so the answer ends at once even while the
+model sends nothing (the engine saves it as interrupted). Measured in
+JupyterLab + Chromium on ipykernel 7.4, Escape to the interrupted answer on
 screen: 85 ms with the stream in a thread, 182 ms with it in the callback on
 the main thread. That 7.4 handled the stop message while the callback ran is
 not something to build on: a kernel that queues comm messages behind a running
 handler, as kernels do behind a blocking cell, would see it only after the
 answer. The thread also leaves the kernel free to run cells while the panel
-answers.
-A kernel interrupt, which stops answers in cells, does not reach the thread:
-Escape and Stop do. A ``.click()`` from code streams before it returns.
+answers. A kernel interrupt, which stops answers in cells, does not reach the
+thread: Escape and Stop do. A :meth:`ChatPanel.submit` from code streams before
+it returns.
 
 Following the store costs one ``stat`` of the store folder per look (about
-2 µs; with PostgreSQL, one listing query); the browser asks once a second
-while the panel is visible, never with a question unanswered. Measured in
-JupyterLab with the panel visible and the kernel idle: 2.1 ms of kernel CPU
-a second with the poll, 0.2 ms without, so the poll costs about 2 ms a
-second, nearly all of it ipykernel handling the message.
+3 µs; with PostgreSQL, one listing query); the browser asks while the panel
+is visible, never with a question unanswered: every ``poll_seconds`` after
+something changed or the person used the panel, then less often (up to four
+times as long) while nothing does. Each look costs the kernel about 2.5 ms,
+nearly all of it ipykernel handling the message (benchmarks/panel_browser.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import dataclasses
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import anywidget
 import ipywidgets as widgets
 from IPython import get_ipython
+from traitlets import Bool, Dict, Float, Instance, Int, List, Unicode
 
 from . import markup
-from ._chat_input import ChatInput
-from ._context_picker import ContextPicker
+from ._messages import conversation_view, message, thread_view
+from ._panel_stream import LiveSink, Stoppable, mentioned
 from ._prompts import (
     OutputHandle,
     PromptGroup,
@@ -58,33 +67,50 @@ from ._prompts import (
     show_tool_prompts,
     shows_errors,
 )
-from ._usage import Price, parse_prices, prices_from_env, thread_usage_line, turn_usage_line
-from ._views import answer_markdown
+from ._usage import Price, dollars, parse_prices, prices_from_env, thread_cost, thread_usage_line
 from .chat import Chat
+from .context import ContextItem
 from .errors import InputError, NbchatError
 from .events import Event
 from .render import RenderResult, detect_mode, render_turn
 from .store import Thread, ThreadInfo
 
 __all__ = [
-    "ChatInput",
     "ChatPanel",
     "OutputHandle",
     "PromptGroup",
     "ToolPrompt",
+    "conversation_view",
     "pending_prompts",
     "show_tool_prompts",
 ]
 
-_STATUS_LABELS = {
-    "interrupted": "(interrupted)",
-    "suspended": "(waiting for your answer below)",
-    "streaming": "",
-}
+_HERE = Path(__file__).parent
+AREAS = ("cell", "side")
+HISTORY_SIZE = 50
+SIDE_NOTE = "nbchat: the chat panel is open in JupyterLab's right side area."
+PLACEHOLDER = "Ask something… (@name attaches a variable)"
 
 
-class ChatPanel(widgets.VBox):
-    """Threads, a model picker, the conversation and an input box, in one widget.
+def _stylesheet() -> str:
+    """The panel's own rules and the renderer's, which its answers need."""
+    own = (_HERE / "_panel.css").read_text(encoding="utf-8")
+    return own + markup.STYLE.removeprefix("<style>").removesuffix("</style>")
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What the panel shows now, as a display's mimebundle (``data``) and its plain text."""
+
+    data: dict[str, str]
+
+    @property
+    def text(self) -> str:
+        return str(self.data.get("text/plain", ""))
+
+
+class ChatPanel(anywidget.AnyWidget):
+    """A chat over the store's threads: the conversation, the input, the threads, in one widget.
 
     Parameters
     ----------
@@ -97,27 +123,74 @@ class ChatPanel(widgets.VBox):
         US dollars per million input and output tokens, by model
         (``{"gpt-4o-mini": [0.15, 0.6]}``), for the cost estimates; by default
         ``NBCHAT_PRICES``. Without a price only the token counts show.
+        Setting :attr:`prices` later redraws the costs at once.
     background
         Stream answers in a background thread, so that the kernel stays free and
         Escape (or the Stop button) can stop them. By default: when a person
-        clicked or pressed Enter in the browser; a ``.click()`` from code
-        streams before it returns (a kernel interrupt stops it, as in a cell).
+        pressed Enter or Send in the browser; a :meth:`submit` from code streams
+        before it returns (a kernel interrupt stops it, as in a cell).
     page_size
         How many of a thread's last turns to show at first; "Show earlier"
         adds as many again.
     area
-        ``"cell"`` or ``"side"`` (where ``nbchat.panel(side=True)`` puts it);
-        the side area gets a taller, narrower layout.
+        ``"cell"`` or ``"side"`` (where ``nbchat.panel(side=True)`` puts it).
     **chat_kwargs
         Passed to :class:`~nbchat.Chat` when ``chat`` is not given.
 
-    Every child widget is a public attribute (``send_button``, ``input_box``,
-    ``thread_list``, …), so code and tests can drive the panel with
-    ``.value`` and ``.click()``. The panel follows the store: after each cell
-    runs, and on the browser's poll about once a second while it is visible,
-    it looks (one ``stat`` of the store folder) and shows threads made or
-    continued elsewhere.
+    Code drives the panel as the browser does: set :attr:`value` and call
+    :meth:`submit`; :meth:`select`, :meth:`new_thread`, :meth:`rename`,
+    :meth:`delete`, :meth:`show_earlier`. The panel follows the store: after
+    each cell runs, and on the browser's poll about once a second while it
+    is visible, it looks (one ``stat`` of the store folder) and shows threads
+    made or continued elsewhere.
     """
+
+    _esm = (_HERE / "_panel.js").read_text(encoding="utf-8")
+    _css = _stylesheet()
+
+    area = Unicode("cell", help="'cell' or 'side'.").tag(sync=True)
+    threads = List(Dict(), help="The store's threads, newest first: id, title, label.").tag(
+        sync=True
+    )
+    thread_id = Int(None, allow_none=True, help="The thread shown (None: none yet).").tag(
+        sync=True
+    )
+    title = Unicode("", help="The shown thread's title.").tag(sync=True)
+    models = List(Unicode(), help="The models the picker offers.").tag(sync=True)
+    model = Unicode("", help="The model the next question goes to.").tag(sync=True)
+    messages = List(Dict(), help="The turns shown, oldest first (see nbchat._messages).").tag(
+        sync=True
+    )
+    hidden = Int(0, help="How many earlier turns 'Show earlier' would add.").tag(sync=True)
+    streaming_message = Dict(help="The answer streaming now: query, html, model.").tag(sync=True)
+    streaming = Bool(False, help="An answer streams: Enter waits, Escape stops it.").tag(sync=True)
+    prompts = List(Instance(widgets.Widget), help="Client-tool prompts waiting here.").tag(
+        sync=True, **widgets.widget_serialization
+    )
+    status_text = Unicode("", help="The status line.").tag(sync=True)
+    status_kind = Unicode("dim", help="'dim' or 'error'.").tag(sync=True)
+    usage_text = Unicode("", help="The thread's usage totals.").tag(sync=True)
+    gauge = Dict(help="Context used on the last turn, the model's size, cached tokens, cost.").tag(
+        sync=True
+    )
+    confirm = Unicode("", help="The question a delete asks first ('' when none).").tag(sync=True)
+    variables = List(Unicode(), help="The notebook's variables the chips offer.").tag(sync=True)
+    picked = List(Unicode(), help="The variables picked to go with the next question.").tag(
+        sync=True
+    )
+    attachable = Bool(False, help="Whether there is a notebook to attach variables from.").tag(
+        sync=True
+    )
+    # Typed text arrives as messages (see _panel.js); echoing it back would
+    # overwrite what was typed since.
+    value = Unicode("", help="The text in the input.").tag(sync=True, echo_update=False)
+    placeholder = Unicode(PLACEHOLDER, help="Shown while the input is empty.").tag(sync=True)
+    history = List(Unicode(), help="Earlier questions, oldest first, for Up.").tag(sync=True)
+    poll_seconds = Float(1.0, help="Seconds between polls while things change; 0: never.").tag(
+        sync=True
+    )
+    _focus = Int(0).tag(sync=True)
+    _focus_steal = Bool(False).tag(sync=True)
 
     def __init__(
         self,
@@ -136,28 +209,29 @@ class ChatPanel(widgets.VBox):
             raise InputError(f"pass either chat or Chat settings ({names}), not both")
         if area not in AREAS:
             raise InputError(f"area must be one of {', '.join(AREAS)}, got {area!r}")
+        super().__init__(area=area)
         self.chat = chat if chat is not None else Chat(**chat_kwargs)
-        self.prices: dict[str, Price] = (
+        self._prices: dict[str, Price] = (
             prices_from_env() if prices is None else parse_prices(prices, source="prices")
         )
         self.background = background
         self.page_size = max(1, int(page_size))
-        self.area = area
-        self.thread_id: int | None = None
         self._shown_turns = self.page_size
         self._infos: dict[int, ThreadInfo] = {}
         self._stamp: object = None
-        self._syncing = False
-        self._turn: _Stoppable | None = None
+        self._turn: Stoppable | None = None
         self._worker: threading.Thread | None = None
         self._answer_callbacks = widgets.CallbackDispatcher()
         self._thread_callbacks = widgets.CallbackDispatcher()
-        self._build()
-        super().__init__(self._layout(), layout=widgets.Layout(width="100%"))
-        self.add_class("nbchat-panel")
-        self.add_class(f"nbchat-panel-{area}")
-        self.refresh(select=thread_id)
+        self.live = LiveSink(self)
         shell = get_ipython()
+        from ._notebook import Notebook
+
+        self._notebook = Notebook(shell) if shell is not None else None
+        self.attachable = self._notebook is not None
+        self.on_msg(self._on_front_end_msg)
+        self.refresh(select=thread_id)
+        self.refresh_variables()
         if shell is not None:
             shell.events.register("post_run_cell", self._on_post_run_cell)
             self._shell = shell
@@ -171,58 +245,73 @@ class ChatPanel(widgets.VBox):
         return super()._repr_mimebundle_(**kwargs)
 
     def close(self) -> None:
-        """Close the panel's widgets and stop following the store."""
+        """Close the panel and stop following the store."""
         if getattr(self, "_shell", None) is not None:
             with contextlib.suppress(ValueError):
                 self._shell.events.unregister("post_run_cell", self._on_post_run_cell)
             self._shell = None
         super().close()
 
-    # -- public ------------------------------------------------------------------
+    # -- what it shows -------------------------------------------------------------
     @property
     def status(self) -> str:
         """The status line's text (errors start with ⚠)."""
-        return self._status_text
+        return self.status_text
 
     @property
     def usage(self) -> str:
         """The thread's usage totals as shown in its header ("" when none were reported)."""
-        return self._usage_text
+        return self.usage_text
 
     @property
     def is_streaming(self) -> bool:
         """Whether an answer is streaming into the panel now."""
-        return self.input_box.streaming
+        return self.streaming
+
+    @property
+    def conversation(self) -> Shown:
+        """The turns shown, as one safe-HTML display and its plain text."""
+        thread = None if self.thread_id is None else self.chat.store.get(self.thread_id)
+        body, plain = thread_view(thread, self._shown_turns, self._prices)
+        return Shown(markup.bundle(body, plain))
+
+    @property
+    def prices(self) -> dict[str, Price]:
+        """Prices by model; setting them (a mapping or its JSON) redraws the costs at once."""
+        return self._prices
+
+    @prices.setter
+    def prices(self, value: Mapping[str, Any] | None) -> None:
+        self._prices = prices_from_env() if value is None else parse_prices(value, source="prices")
+        if not self.streaming:
+            self._render_conversation()
 
     def show_error(self, error: BaseException | str) -> None:
         """Show ``error`` in the status line."""
-        self._set_status(f"⚠ {error}", "nbchat-error")
+        self._set_status(f"⚠ {error}", "error")
 
-    def refresh(self, select: int | None = None) -> None:
-        """Reload the threads and models (threads made elsewhere, e.g. by ``%chat``)."""
-        self._set_status("")
-        self._load_models()
-        self._load_threads(select if select is not None else self.thread_id)
-
-    def sync(self) -> bool:
-        """Show what changed in the store since the panel last looked; whether anything did.
-
-        Costs one ``stat`` when nothing changed; otherwise lists the threads and
-        redraws the shown one if it changed (new turns, a new title).
-        """
-        if self.is_streaming or self._store_stamp() == self._stamp:
-            return False
-        before = self._infos.get(self.thread_id) if self.thread_id is not None else None
-        self._load_threads(self.thread_id, render=False)
-        after = self._infos.get(self.thread_id) if self.thread_id is not None else None
-        if after is not None and after != before:
-            self._show_thread(self.thread_id, keep=True)
-        return True
-
-    def select(self, thread_id: int) -> None:
-        """Show thread ``thread_id``."""
-        self.chat.store.get(thread_id)  # ThreadNotFound, with its message, if it is not there
+    # -- what a person does ----------------------------------------------------------
+    @shows_errors
+    def submit(self) -> None:
+        """Ask :attr:`value` in the shown thread (a new one if none), as Enter does."""
+        if self.streaming:
+            raise InputError("an answer is still streaming; stop it (Escape) or wait for it")
+        query = self.value
+        if not query.strip():
+            raise InputError("the question is empty; type something to ask")
+        model = self.model or None
+        thread_id = self.thread_id
+        if thread_id is None:
+            thread_id = self.chat.new_thread(model)
+        named, note = mentioned(query)
+        context = [*self._take_context(), *named]
+        events = self.chat.iter_ask(thread_id, query, model=model, context=context)
+        self.refresh_variables()
+        self.value = ""
+        self.history = [*self.history[-(HISTORY_SIZE - 1):], query]
+        self._set_status(note)
         self._load_threads(thread_id)
+        self._start(events, query)
 
     def stop(self) -> None:
         """Stop the answer streaming in the background (what Escape and Stop do).
@@ -231,9 +320,101 @@ class ChatPanel(widgets.VBox):
         so far is kept in the thread, marked interrupted.
         """
         turn = self._turn
-        if self.is_streaming and turn is not None:
+        if self.streaming and turn is not None:
             turn.stop()
             self._set_status("Stopping…")
+
+    def select(self, thread_id: int) -> None:
+        """Show thread ``thread_id``."""
+        self._refuse_while_streaming("switch threads")
+        self.chat.store.get(thread_id)  # ThreadNotFound, with its message, if it is not there
+        self._load_threads(thread_id)
+
+    @shows_errors
+    def new_thread(self) -> None:
+        """Start a thread with the picked model and show it."""
+        self._refuse_while_streaming("start a thread")
+        thread_id = self.chat.new_thread(self.model or None)
+        self._load_threads(thread_id)
+        self._set_status(f"Started thread {thread_id}; ask something below.")
+        self.focus()
+
+    @shows_errors
+    def rename(self, title: str) -> None:
+        """Give the shown thread ``title``."""
+        thread_id = self._require_thread("rename")
+        self.chat.update_thread_title(thread_id, title)
+        self._load_threads(thread_id)
+        self._set_status(f"Renamed thread {thread_id}.")
+
+    @shows_errors
+    def delete(self) -> None:
+        """Ask whether to delete the shown thread (:meth:`confirm_delete` does it)."""
+        self._refuse_while_streaming("delete it")
+        thread_id = self._require_thread("delete")
+        title = self.chat.store.get(thread_id).title or "Untitled"
+        self.confirm = f"Delete thread {thread_id}, “{title}”?"
+
+    @shows_errors
+    def confirm_delete(self) -> None:
+        """Delete the shown thread, once :meth:`delete` asked."""
+        self._refuse_while_streaming("delete it")
+        self.confirm = ""
+        thread_id = self._require_thread("delete")
+        self.chat.delete_thread(thread_id)
+        self._load_threads(None)
+        self._set_status(f"Deleted thread {thread_id}.")
+
+    def cancel_delete(self) -> None:
+        """Keep the thread after all."""
+        self.confirm = ""
+
+    @shows_errors
+    def show_earlier(self) -> None:
+        """Show ``page_size`` more of the thread's earlier turns."""
+        self._shown_turns += self.page_size
+        self._render_conversation()
+
+    def refresh(self, select: int | None = None) -> None:
+        """Reload the threads and models (threads made elsewhere, e.g. by ``%chat``)."""
+        self._set_status("")
+        self._load_models()
+        self._load_threads(select if select is not None else self.thread_id)
+
+    def refresh_variables(self) -> None:
+        """Offer the notebook's current variables as chips; drop picks that no longer exist."""
+        names = self._notebook.variable_names() if self._notebook is not None else []
+        with self.hold_sync():
+            self.variables = names
+            self.picked = [name for name in self.picked if name in names]
+
+    def sync(self) -> bool:
+        """Show what changed in the store since the panel last looked; whether anything did.
+
+        Costs one ``stat`` when nothing changed; otherwise lists the threads and
+        redraws the shown one if it changed (new turns, a new title).
+        """
+        if self.streaming or self._store_stamp() == self._stamp:
+            return False
+        before = self._infos.get(self.thread_id) if self.thread_id is not None else None
+        self._load_threads(self.thread_id, render=False)
+        after = self._infos.get(self.thread_id) if self.thread_id is not None else None
+        if after is not None and after != before:
+            self._show_thread(self.thread_id, keep=True)
+        return True
+
+    def poll(self) -> None:
+        """What the browser's poll does: follow the store."""
+        self.sync()
+
+    def focus(self, *, steal: bool = False) -> None:
+        """Put the keyboard focus in the input, unless the person is busy elsewhere.
+
+        ``steal`` takes it from wherever it is (for a panel just opened on purpose).
+        """
+        if steal:
+            self._focus_steal = True
+        self._focus += 1
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for a background answer to end; whether it has."""
@@ -255,166 +436,49 @@ class ChatPanel(widgets.VBox):
 
     # -- PromptHost: tool prompts of the panel's turns show inline ---------------
     def add_prompts(self, group: PromptGroup) -> None:
-        self.prompt_area.children += (group,)
+        self.prompts = [*self.prompts, group]
 
     def resume_turn(self, group: PromptGroup, events: Iterable[Event]) -> None:
         self._start(events)
 
-    # -- building ----------------------------------------------------------------
-    def _build(self) -> None:
-        side = self.area == "side"
-        self.thread_list = widgets.Select(
-            options=[], rows=4 if side else 12, layout=widgets.Layout(width="100%")
-        )
-        self.thread_list.add_class("nbchat-threads")
-        self.thread_list.observe(self._on_thread_list_change, "value")
-        self.new_button = _button("New", self._on_new_button_click, icon="plus")
-        self.refresh_button = _button("", self._on_refresh_button_click, icon="refresh")
-        self.refresh_button.tooltip = "Reload threads and models"
-        self.title_box = widgets.Text(
-            placeholder="Title", layout=widgets.Layout(width="auto", flex="1")
-        )
-        self.rename_button = _button("Rename", self._on_rename_button_click)
-        self.delete_button = _button("Delete", self._on_delete_button_click, icon="trash")
-        self.confirm_delete_button = _button(
-            "Delete", self._on_confirm_delete_button_click, button_style="danger"
-        )
-        self.cancel_delete_button = _button("Cancel", self._on_cancel_delete_button_click)
-        self._confirm_html = widgets.HTML()
-        self.confirm_box = widgets.HBox(
-            [self._confirm_html, self.confirm_delete_button, self.cancel_delete_button],
-            layout=widgets.Layout(display="none", align_items="center", flex_flow="row wrap"),
-        )
-        self.model_picker = widgets.Dropdown(
-            options=[], description="Model", layout=widgets.Layout(width="auto")
-        )
-        self.usage_html = widgets.HTML()
-        self.usage_html.add_class("nbchat-usage")
-        self._usage_text = ""
-        self.earlier_button = _button("Show earlier", self._on_earlier_button_click)
-        self.earlier_button.layout.display = "none"
-        self.earlier_button.layout.align_self = "center"
-        self.conversation = OutputHandle()
-        self.live = OutputHandle()
-        self.prompt_area = widgets.VBox()
-        self.input_box = ChatInput(
-            placeholder="Ask something… (Enter sends, Shift+Enter adds a line)",
-            layout=widgets.Layout(width="100%"),
-        )
-        self.input_box.on_submit(self._on_input_box_submit)
-        self.input_box.on_stop(self._on_input_box_stop)
-        self.input_box.on_poll(self._on_input_box_poll)
-        self.send_button = _button("Send", self._on_send_button_click, button_style="primary")
-        self.stop_button = _button("Stop", self._on_stop_button_click, icon="stop")
-        self.stop_button.tooltip = "Stop the answer (Escape)"
-        self.stop_button.layout.display = "none"
-        self.context_picker = ContextPicker()
-        self._status_html = widgets.HTML()
-        self._status_text = ""
-
-    def _layout(self) -> list[widgets.Widget]:
-        row, column = widgets.HBox, widgets.VBox
-        side = self.area == "side"
-        self.title_box.layout = widgets.Layout(width="auto")
-        threads = column(
-            [
-                row([self.new_button, self.refresh_button]),
-                self.thread_list,
-                self.title_box,
-                row([self.rename_button, self.delete_button]),
-                self.confirm_box,
-            ],
-            layout=widgets.Layout(flex="1 1 14em", min_width="12em", margin="0 8px 0 0"),
-        )
-        # Children keep their height (a shrunk child would spill over the input box).
-        for child in (self.prompt_area, self.live.output, self.conversation.output,
-                      self.earlier_button):
-            child.layout.flex = "0 0 auto"
-        # column-reverse keeps the scroll at the bottom as the answer grows.
-        scroll = column(
-            [self.prompt_area, self.live.output, self.conversation.output, self.earlier_button],
-            layout=widgets.Layout(
-                flex_flow="column-reverse", overflow="auto", padding="0 8px",
-                # The side area is as tall as the window: fill it, leaving room
-                # for the thread list above, the context row and the box below.
-                max_height="calc(100vh - 36em)" if side else "32em",
-                min_height="10em" if side else "",
-                border="1px solid var(--jp-border-color2, #ddd)",
-            ),
-        )
-        scroll.add_class("nbchat-conversation")
-        buttons = row(
-            [self.stop_button, self.send_button], layout=widgets.Layout(justify_content="flex-end")
-        )
-        main = column(
-            [self.model_picker, self.usage_html, scroll, self.context_picker, self.input_box,
-             buttons],
-            layout=widgets.Layout(flex="3 1 20em", min_width="0"),
-        )
-        # Side by side where there is room; stacked in the narrow side area.
-        return [row([threads, main], layout=widgets.Layout(flex_flow="row wrap")),
-                self._status_html]
-
-    # -- events ------------------------------------------------------------------
-    @shows_errors
-    def _on_thread_list_change(self, change: dict[str, Any]) -> None:
-        if not self._syncing:
-            self._show_thread(change["new"])
+    # -- the browser's intents -------------------------------------------------------
+    def _on_front_end_msg(self, _: Any, content: Any, buffers: Any) -> None:
+        if not isinstance(content, dict):
+            return
+        event = content.get("event")
+        value = content.get("value")
+        if event in ("value", "submit") and isinstance(value, str):
+            self.set_state({"value": value})  # as a state update: not sent back
+        if event == "submit":
+            self.submit()
+        elif event == "stop":
+            self.stop()
+        elif event == "poll":
+            changed = False
+            try:
+                changed = bool(self._on_poll())
+            finally:
+                self.send({"event": "polled", "changed": changed})
+        elif event == "focused":
+            self._focus_steal = False
+        elif event == "select" and isinstance(value, int) and not isinstance(value, bool):
+            self._on_select(value)
+        elif event == "rename" and isinstance(value, str):
+            self.rename(value)
+        elif event in _INTENTS:
+            getattr(self, _INTENTS[event])()
 
     @shows_errors
-    def _on_new_button_click(self, _: widgets.Button) -> None:
-        thread_id = self.chat.new_thread(self.model_picker.value or None)
-        self._load_threads(thread_id)
-        self._set_status(f"Started thread {thread_id}; ask something below.")
-        self.input_box.focus()
+    def _on_select(self, thread_id: int) -> None:
+        self.select(thread_id)
 
     @shows_errors
-    def _on_refresh_button_click(self, _: widgets.Button) -> None:
+    def _on_refresh(self) -> None:
         self.refresh()
 
     @shows_errors
-    def _on_rename_button_click(self, _: widgets.Button) -> None:
-        thread_id = self._require_thread("rename")
-        self.chat.update_thread_title(thread_id, self.title_box.value)
-        self._load_threads(thread_id)
-        self._set_status(f"Renamed thread {thread_id}.")
-
-    @shows_errors
-    def _on_delete_button_click(self, _: widgets.Button) -> None:
-        thread_id = self._require_thread("delete")
-        title = self.chat.store.get(thread_id).title or "Untitled"
-        self._confirm_html.value = markup.styled(
-            markup.text(f"Delete thread {thread_id}, “{title}”?"))
-        self.confirm_box.layout.display = "flex"
-
-    @shows_errors
-    def _on_confirm_delete_button_click(self, _: widgets.Button) -> None:
-        self.confirm_box.layout.display = "none"
-        thread_id = self._require_thread("delete")
-        self.chat.delete_thread(thread_id)
-        self._load_threads(None)
-        self._set_status(f"Deleted thread {thread_id}.")
-
-    def _on_cancel_delete_button_click(self, _: widgets.Button) -> None:
-        self.confirm_box.layout.display = "none"
-
-    @shows_errors
-    def _on_earlier_button_click(self, _: widgets.Button) -> None:
-        self._shown_turns += self.page_size
-        self._render_conversation()
-
-    def _on_input_box_submit(self, _: ChatInput) -> None:
-        self.send_button.click()
-
-    def _on_input_box_stop(self, _: ChatInput) -> None:
-        self.stop()
-
-    def _on_stop_button_click(self, _: widgets.Button) -> None:
-        self.stop()
-
-    @shows_errors
-    def _on_input_box_poll(self, _: ChatInput) -> None:
-        self.sync()
+    def _on_poll(self) -> bool:
+        return self.sync()
 
     def _on_post_run_cell(self, *_: Any) -> None:
         try:
@@ -422,32 +486,12 @@ class ChatPanel(widgets.VBox):
         except NbchatError as error:
             self.show_error(error)
 
-    @shows_errors
-    def _on_send_button_click(self, _: widgets.Button) -> None:
-        if self.is_streaming:
-            raise InputError("an answer is still streaming; stop it (Escape) or wait for it")
-        query = self.input_box.value
-        if not query.strip():
-            raise InputError("the question is empty; type something to ask")
-        model = self.model_picker.value or None
-        thread_id = self.thread_id
-        if thread_id is None:
-            thread_id = self.chat.new_thread(model)
-        mentioned, note = _mentioned(query)
-        context = [*self.context_picker.take(), *mentioned]
-        events = self.chat.iter_ask(thread_id, query, model=model, context=context)
-        self.context_picker.refresh()
-        self.input_box.value = ""
-        self.input_box.history = [*self.input_box.history[-(HISTORY_SIZE - 1):], query]
-        self._set_status(note)
-        self._load_threads(thread_id)
-        self._start(events, query)
-
     # -- doing -------------------------------------------------------------------
     def _start(self, events: Iterable[Event], query: str | None = None) -> None:
         """Stream a turn here, or in a background thread (see ``background``)."""
         self._set_streaming(True)
-        turn = self._turn = _Stoppable(events)
+        self.live.query = query or ""
+        turn = self._turn = Stoppable(events)
         background = self.background
         if background is None:
             background = getattr(self._shell, "kernel", None) is not None and (
@@ -471,14 +515,14 @@ class ChatPanel(widgets.VBox):
             result = self._stream(events)
         finally:
             self._set_streaming(False)
-        if result.status == "failed" and query and not self.input_box.value:
-            self.input_box.value = query  # to send again once the problem is fixed
-        self.input_box.focus()
+        if result.status == "failed" and query and not self.value:
+            self.value = query  # to send again once the problem is fixed
+        self.focus()
         self._answer_callbacks(self, result)
 
     def _stream(self, events: Iterable[Event]) -> RenderResult:
-        """Stream a turn into the live area; then show it as part of the conversation."""
-        earlier = self.prompt_area.children
+        """Stream a turn into the live message; then show it as part of the conversation."""
+        earlier = list(self.prompts)
         with hosting(self):
             # Live even when no person clicked: widget state is not what nbval
             # compares, and only a live renderer offers the prompts of a suspension.
@@ -486,27 +530,33 @@ class ChatPanel(widgets.VBox):
                 events, mode="live", handle=self.live, chat=self.chat,  # type: ignore[arg-type]
                 prompts=show_tool_prompts,
             )
-        self.prompt_area.children = tuple(
-            group for group in self.prompt_area.children if group not in earlier
-        )
-        self._load_threads(self.thread_id, render=False)
-        self._render_conversation()
-        self.live.clear()
+        with self.hold_sync():
+            self.prompts = [group for group in self.prompts if group not in earlier]
+            self._load_threads(self.thread_id, render=False)
+            self._render_conversation()
+            self.live.clear()
         if result.error is not None:
             self.show_error(result.error)
         elif result.status == "interrupted":
             self._set_status("Stopped; the partial answer is kept.")
-        elif self._status_text == "Stopping…":
+        elif self.status_text == "Stopping…":
             self._set_status("")
         return result
 
     def _set_streaming(self, streaming: bool) -> None:
-        self.input_box.streaming = streaming
-        # The answer belongs to the thread shown: no switching or deleting meanwhile.
-        for widget in (self.send_button, self.thread_list, self.new_button,
-                       self.delete_button, self.confirm_delete_button):
-            widget.disabled = streaming
-        self.stop_button.layout.display = "" if streaming else "none"
+        # The browser shows Stop for Send, and keeps the thread while it streams.
+        self.streaming = streaming
+
+    def _refuse_while_streaming(self, action: str) -> None:
+        if self.streaming:
+            raise InputError(f"an answer is streaming; stop it (Escape) or wait for it to {action}")
+
+    def _take_context(self) -> list[ContextItem]:
+        """The picked variables, described; the picks are cleared."""
+        if self._notebook is None:
+            return []
+        picked, self.picked = list(self.picked), []
+        return [self._notebook.describe(name) for name in picked]
 
     def _load_models(self) -> None:
         try:
@@ -514,7 +564,7 @@ class ChatPanel(widgets.VBox):
         except NbchatError as error:
             self.show_error(error)
             models = []
-        self._set_models(models, self.model_picker.value or self._default_model(models))
+        self._set_models(models, self.model or self._default_model(models))
 
     def _default_model(self, models: list[str]) -> str | None:
         if self.chat.settings.model:
@@ -528,13 +578,10 @@ class ChatPanel(widgets.VBox):
     def _set_models(self, models: list[str], value: str | None) -> None:
         if value and value not in models:
             models.append(value)
-        self._syncing = True
-        try:
-            self.model_picker.options = models
+        with self.hold_sync():
+            self.models = models
             if value:
-                self.model_picker.value = value
-        finally:
-            self._syncing = False
+                self.model = value
 
     def _store_stamp(self) -> object:
         """Something that changes when the store does, as cheap as the store allows."""
@@ -555,37 +602,34 @@ class ChatPanel(widgets.VBox):
         infos = self.chat.store.threads()
         self._stamp = self._store_stamp()
         self._infos = {info.id: info for info in infos}
-        ids = [info.id for info in infos]
-        if select not in ids:
-            select = ids[0] if ids else None
-        options = [(_label(info.title, info.id), info.id) for info in infos]
-        self._syncing = True
-        try:
-            if list(self.thread_list.options) != options:
-                self.thread_list.options = options
-            self.thread_list.value = select
-        finally:
-            self._syncing = False
+        if select not in self._infos:
+            select = infos[0].id if infos else None
+        threads = [
+            {"id": info.id, "title": info.title, "label": _label(info.title, info.id),
+             "turns": info.turns}
+            for info in infos
+        ]
+        if threads != self.threads:
+            self.threads = threads
         if render or select != self.thread_id:
             self._show_thread(select)
 
     def _show_thread(self, thread_id: int | None, *, keep: bool = False) -> None:
         """Show a thread; ``keep`` redraws the one shown, keeping what the person opened."""
         changed = thread_id != self.thread_id
-        self.thread_id = thread_id
-        if not keep:
-            self.confirm_box.layout.display = "none"
-            self._shown_turns = self.page_size
-        self.prompt_area.children = ()
-        self.live.clear()
         thread = None if thread_id is None else self.chat.store.get(thread_id)
-        title = thread.title if thread else ""
-        if not keep or self.title_box.value != title:
-            self.title_box.value = title
-        if thread is not None:
-            self._set_models(list(self.model_picker.options), thread.model)
-        self.input_box.history = [t.query for t in thread.turns[-HISTORY_SIZE:]] if thread else []
-        self._render_conversation(thread)
+        with self.hold_sync():
+            self.thread_id = thread_id
+            if not keep:
+                self.confirm = ""
+                self._shown_turns = self.page_size
+            self.prompts = []
+            self.live.clear()
+            self.title = thread.title if thread else ""
+            if thread is not None:
+                self._set_models(list(self.models), thread.model)
+            self.history = [t.query for t in thread.turns[-HISTORY_SIZE:]] if thread else []
+            self._render_conversation(thread)
         if thread is not None and thread.turns and thread.turns[-1].status == "suspended":
             calls = self.chat.pending_calls(thread.id)
             if calls:
@@ -597,140 +641,58 @@ class ChatPanel(widgets.VBox):
     def _render_conversation(self, thread: Thread | None = None) -> None:
         if thread is None and self.thread_id is not None:
             thread = self.chat.store.get(self.thread_id)
-        body, plain = (markup.text(_EMPTY, cls="nbchat-dim", block=True), _EMPTY) if (
-            thread is None) else self._thread_view(thread)
-        hidden = len(thread.turns) - self._shown_turns if thread else 0
-        self.earlier_button.layout.display = "" if hidden > 0 else "none"
-        self.earlier_button.description = f"Show earlier ({hidden} more)" if hidden > 0 else ""
-        self._usage_text = thread_usage_line(thread.turns, self.prices) if thread else ""
-        self.usage_html.value = markup.styled(
-            markup.element("small", f"Σ {self._usage_text}")
-            if self._usage_text else markup.SafeHTML(""))
-        self.conversation.update(markup.bundle(body, plain), raw=True)
+        turns = thread.turns if thread is not None else []
+        shown = turns[-self._shown_turns:]
+        first = len(turns) - len(shown)
+        with self.hold_sync():
+            self.messages = [message(turn, first + n, self._prices) for n, turn in enumerate(shown)]
+            self.hidden = first
+            self.usage_text = thread_usage_line(turns, self._prices)
+            self.gauge = self._gauge(thread) if thread is not None else {}
 
-    def _thread_view(self, thread: Thread) -> tuple[markup.SafeHTML, str]:
-        """The last turns shown, each with its usage line: safe HTML and plain text."""
-        if not thread.turns:
-            return conversation_view(thread)
-        bodies, plains = [], []
-        for turn in thread.turns[-self._shown_turns:]:
-            body, plain = conversation_view(dataclasses.replace(thread, turns=[turn]))
-            line = turn_usage_line(turn, self.prices)
-            if line:
-                body = markup.join([body, markup.element("p", markup.element("small", line),
-                                                         cls="nbchat-dim")])
-                plain += f"\n{line}"
-            bodies.append(body)
-            plains.append(plain)
-        return markup.join(bodies, "\n<hr>\n"), "\n---\n".join(plains)
+    def _gauge(self, thread: Thread) -> dict[str, Any]:
+        """The context the last answered turn used, against the model's size; the cost so far."""
+        gauge: dict[str, Any] = {}
+        cost = thread_cost(thread.turns, self._prices)
+        if cost is not None:
+            gauge["cost"] = dollars(cost)
+        last = next((t for t in reversed(thread.turns) if t.usage), None)
+        usage = last.usage if last is not None and last.usage else {}
+        used = usage.get("prompt_tokens")
+        if not isinstance(used, int):
+            return gauge
+        gauge["used"] = used + int(usage.get("completion_tokens") or 0)
+        cached = usage.get("cache_read_tokens")
+        if isinstance(cached, int) and cached > 0:
+            gauge["cached"] = cached
+        model = (last.model if last is not None else None) or thread.model
+        try:
+            size = self.chat.llm.context_size(model) if model else None
+        except NbchatError:
+            size = None
+        if size:
+            gauge["size"] = size
+        return gauge
 
     def _require_thread(self, action: str) -> int:
         if self.thread_id is None:
             raise InputError(f"no thread is selected; pick one in the list to {action} it")
         return self.thread_id
 
-    def _set_status(self, text: str, style: str = "nbchat-dim") -> None:
-        self._status_text = text
-        self._status_html.value = markup.styled(
-            markup.text(text, cls=style) if text else markup.SafeHTML(""))
+    def _set_status(self, text: str, kind: str = "dim") -> None:
+        with self.hold_sync():
+            self.status_text = text
+            self.status_kind = kind
 
 
-class _Stoppable:
-    """A turn's events that :meth:`stop`, called from any thread, ends as interrupted.
-
-    An :class:`~nbchat.Answer` stops at once (its connection is shut down and
-    it ends with the interrupted TurnFinished). Whatever still comes after the
-    stop ends the turn too: the generator is closed (the engine records the
-    turn as interrupted) and the renderer sees the interrupt it knows from a cell.
-    """
-
-    def __init__(self, events: Iterable[Event]) -> None:
-        self.events = events
-        self.is_stopped = threading.Event()
-
-    def __iter__(self) -> Iterator[Event]:
-        for event in self.events:
-            yield event
-            if self.is_stopped.is_set():
-                self.close()
-                raise KeyboardInterrupt
-
-    def stop(self) -> None:
-        self.is_stopped.set()
-        stop = getattr(self.events, "stop", None)
-        if stop is not None:
-            stop()
-
-    def close(self) -> None:
-        close = getattr(self.events, "close", None)
-        if close is not None:
-            close()
-
-
-AREAS = ("cell", "side")
-HISTORY_SIZE = 50
-SIDE_NOTE = "nbchat: the chat panel is open in JupyterLab's right side area."
-
-
-_EMPTY = "No thread selected. Ask something below to start one."
-
-
-def conversation_view(thread: Thread) -> tuple[markup.SafeHTML, str]:
-    """A thread's turns as safe HTML and plain text: each question, then its answer.
-
-    The answer is told from the turn's messages when it has them, so that
-    the person's answers to client tools show where they were given.
-    """
-    if not thread.turns:
-        empty = "No questions yet in this thread. Ask something below."
-        return markup.text(empty, cls="nbchat-dim", block=True), empty
-    bodies, plains = [], []
-    for turn in thread.turns:
-        answer = answer_markdown(turn).strip()
-        label = _STATUS_LABELS.get(turn.status, "")
-        if turn.status == "failed":
-            label = f"⚠ {turn.error or 'the answer failed'}"
-        by = [markup.element("strong", "Assistant")]
-        if turn.model:
-            by.append(markup.element("i", turn.model))
-        bodies.append(markup.join([
-            markup.element("p", markup.element("strong", "You")),
-            markup.element("blockquote", markup.text(turn.query.strip(), block=True)),
-            markup.element("p", markup.join(by, " · ")),
-            markup.markdown(answer),
-            markup.text(label, cls="nbchat-error" if turn.status == "failed" else "nbchat-dim",
-                        block=True) if label else markup.SafeHTML(""),
-        ]))
-        plains.append("\n\n".join(p for p in (f"You: {turn.query.strip()}",
-                                               f"Assistant: {answer}", label) if p))
-    return markup.join(bodies, "\n<hr>\n"), "\n---\n".join(plains)
+# Browser intents that carry nothing but their name, and the method each calls
+# (each shows its own errors).
+_INTENTS = {
+    "new": "new_thread", "delete": "delete", "confirm_delete": "confirm_delete",
+    "cancel_delete": "cancel_delete", "earlier": "show_earlier", "refresh": "_on_refresh",
+    "variables": "refresh_variables",
+}
 
 
 def _label(title: str, thread_id: int) -> str:
     return f"{title or 'Untitled'} (#{thread_id})"
-
-
-def _button(
-    description: str, callback: Callable[[widgets.Button], Any], **kwargs: Any
-) -> widgets.Button:
-    button = widgets.Button(
-        description=description, tooltip=description, layout=widgets.Layout(width="auto"),
-        **kwargs,
-    )
-    button.on_click(callback)
-    return button
-
-
-def _mentioned(query: str) -> tuple[list[Any], str]:
-    """The objects ``query`` mentions with ``@name`` in this kernel's namespace, and a note
-    naming those it did not find."""
-    from IPython import get_ipython
-
-    from ._notebook import Notebook
-
-    shell = get_ipython()
-    if shell is None:
-        return [], ""
-    attached = Notebook(shell).attach(query)
-    missing = ", ".join(attached.unresolved)
-    return list(attached.items), f"not defined here, no context attached: {missing}" * bool(missing)

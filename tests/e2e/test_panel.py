@@ -51,7 +51,7 @@ def test_send_streams_the_answer_and_lists_the_new_thread(notebook, scripted_ser
     nb.wait_for_text(1, "enjoyed slowly.")
     # The new thread is listed, with the title the model gave it.
     # (the select shows spaces as no-break spaces; \\s matches both)
-    expect(out.locator(".nbchat-threads option")).to_have_text(
+    expect(out.locator(".nbchat-threads .nbchat-thread")).to_have_text(
         [re.compile(r"^Brewing\sTea\sBasics\s\(#1\)$")]
     )
     assert box.input_value() == ""

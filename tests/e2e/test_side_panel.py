@@ -80,10 +80,10 @@ def test_the_side_panel_follows_the_notebook_streams_and_stops(
     nb.run_cell(2)
     wait_for(lambda: "enjoyed slowly." in panel.inner_text(), "the cell's thread in the panel",
              page)
-    expect(panel.locator(".nbchat-threads option")).to_have_text(
+    expect(panel.locator(".nbchat-threads .nbchat-thread")).to_have_text(
         [re.compile(r"^Brewing\sTea\sBasics\s\(#1\)$")]
     )
-    expect(panel.locator(".nbchat-conversation small")).to_have_text([USAGE])
+    expect(panel.locator(".nbchat-message-usage")).to_have_text([USAGE])
     expect(panel.locator(".nbchat-usage")).to_contain_text("Σ 1 answer · ")
 
     # The notebook scrolls; the side panel stays where it is.
@@ -128,7 +128,8 @@ def test_the_side_panel_follows_the_notebook_streams_and_stops(
     # Both lines were sent (Markdown shows them as one paragraph).
     expect(panel.locator(".nbchat-conversation")).to_contain_text("Which green tea is best?")
     # The stopped answer never got its usage from the endpoint: no line for it.
-    expect(panel.locator(".nbchat-conversation small")).to_have_count(2)
+    expect(panel.locator(".nbchat-message-usage", has_text=USAGE)).to_have_count(2)
+    expect(panel.locator(".nbchat-message-usage")).to_have_count(3)  # time and model only
     expect(panel.locator(".nbchat-usage")).to_contain_text(re.compile(r"Σ 2 answers · .* ≈ \$"))
     nb.screenshot("5-answered-1280x800")
     page.set_viewport_size({"width": 1920, "height": 1080})
