@@ -14,7 +14,6 @@ answers are checked for shape only (a 135M model's words vary).
 from __future__ import annotations
 
 import re
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,7 +91,6 @@ def _copy_without_outputs(source: Path, target: Path) -> None:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
     nbformat.write(notebook, target)
-    shutil.copystat(source, target)
 
 
 @pytest.mark.timeout(RUN_ALL_SECONDS + 60)
@@ -202,6 +200,8 @@ def _check_client_tools(code: list[dict[str, Any]], cells: list[dict[str, Any]])
 
 
 def _check_your_data(code: list[dict[str, Any]], cells: list[dict[str, Any]]) -> None:
+    [shown] = _outputs_of(code, 'prices = {"usd": 1.0}')
+    assert (shown["output_type"], shown["ename"], shown["evalue"]) == ("error", "KeyError", "'eur'")
     [(_, fix)] = _answers(_outputs_of(code, "%chat --fix"))
     assert fix.startswith("`prices` has no key `'eur'`.")
     # --fix put the answer's code into a new cell below it, which Run All left unrun.
