@@ -129,6 +129,7 @@ def main() -> None:
     try:
         compare(server, args.runs, options)
         tool_cost(server)
+        estimate_accuracy(server)
         thread_counts(server.model_path, args.runs, options)
     finally:
         if not already_running:
@@ -191,6 +192,34 @@ def tool_cost(server: local.LocalServer) -> None:
         f"the schemas themselves are {len(counted['tokens'])} tokens "
         f"({len(json.dumps(schemas))} characters)"
     )
+
+
+def estimate_accuracy(server: local.LocalServer) -> None:
+    """nbchat's token estimate against SmolLM2's tokenizer, on the kinds of text it sends.
+
+    Above 1.0 the estimate is generous (windows stay inside the context); the
+    CSV rows are what ``@df`` sends.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from nbchat.context import describe, estimate_tokens
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(1000, 12)).round(3), columns=[f"c{i}" for i in range(12)])
+    here = Path(__file__).resolve().parents[1]
+    texts = {
+        "prose (README)": (here / "README.md").read_text()[3000:9000],
+        "code (chat.py)": (here / "src/nbchat/chat.py").read_text()[:8000],
+        "config (pyproject)": (here / "pyproject.toml").read_text(),
+        "@df of 1,000×12": describe(frame, "df").as_text(),
+        "CSV of integers": pd.DataFrame(rng.integers(0, 100_000, size=(200, 5))).to_csv(),
+    }
+    root = server.url.removesuffix("/v1")
+    with httpx.Client(timeout=60, trust_env=False) as http:
+        for name, text in texts.items():
+            counted = len(http.post(f"{root}/tokenize", json={"content": text}).json()["tokens"])
+            print(f"token estimate / SmolLM2 count, {name}: {estimate_tokens(text) / counted:.2f}×")
 
 
 def thread_counts(model_path: Path, runs: int, options: dict[str, Any]) -> None:

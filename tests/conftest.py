@@ -25,3 +25,7 @@ def _isolated_environment(
             monkeypatch.delenv(var)
     monkeypatch.setenv("NBCHAT_STORE", str(tmp_path_factory.mktemp("store")))
     monkeypatch.setenv("NBCHAT_USER", "tester")
+    # MCP servers come from mcp.json files only: none of the machine's, unless a test writes one.
+    config = tmp_path_factory.mktemp("jupyter-config")
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(config))
+    monkeypatch.setenv("NBCHAT_MCP_ADMIN_CONFIG", str(config / "admin-mcp.json"))

@@ -11,6 +11,7 @@ import pytest
 
 import nbchat
 from nbchat import Chat, ChatHistory, ClientTool, Requirement
+from nbchat.chat import TITLE_PROMPT
 from nbchat.errors import (
     InputError,
     InvalidToolAnswer,
@@ -122,7 +123,7 @@ def test_get_thread_title_falls_back_to_the_first_words(chat, scripted_server):
     thread = chat.new_thread()
     chat.append_response(thread, "How do I sort a dict by value?", "Use sorted(...).")
     scripted_server.script(Reply(status=400))
-    assert chat.get_thread_title(thread) == "How do I sort a"
+    assert chat.get_thread_title(thread) == "Sort a dict by value"
 
 
 def test_thread_operations_and_errors(chat):
@@ -616,7 +617,7 @@ def test_a_title_reply_that_never_ends_is_cut_at_its_size_bound(chat, scripted_s
     thread = chat.new_thread()
     chat.ask(thread, "How do I sort a dict by value?")
     assert chat.wait_for_titles()
-    assert chat.thread_list() == [(thread, "How do I sort a")]  # the question's first words
+    assert chat.thread_list() == [(thread, "Sort a dict by value")]  # from the question
     request = _title_request(scripted_server)
     assert scripted_server.wait_for(lambda: request.disconnected, timeout=10)
     assert request.completed is False
@@ -634,7 +635,7 @@ def test_a_slow_title_reply_neither_holds_up_listing_nor_lasts(chat, scripted_se
     assert chat.thread_list() == [(thread, "")]
     assert not chat.wait_for_titles(0)  # listing returned with the title still under way
     assert chat.wait_for_titles()
-    assert chat.thread_list() == [(thread, "How do I sort a")]
+    assert chat.thread_list() == [(thread, "Sort a dict by value")]
     request = _title_request(scripted_server)
     assert scripted_server.wait_for(lambda: request.disconnected, timeout=10)
     assert request.chunks_sent * len("Slow ") < 2000  # cut by time, before the size bound
@@ -689,3 +690,47 @@ def test_closing_an_answer_being_iterated_ends_the_turn(chat, scripted_server):
     turn = chat.store.get(thread).turns[0]
     assert turn.status == "interrupted"
     assert turn.answer == "".join(e.text for e in seen if isinstance(e, TextDelta))
+
+
+# -- titles on the answers people get ----------------------------------------------
+
+
+def is_title_request(body) -> bool:
+    return body["messages"][0]["content"] == TITLE_PROMPT
+
+
+def test_a_first_answer_cut_at_the_token_limit_still_titles_the_thread(chat, scripted_server):
+    scripted_server.script(
+        Reply("Sorting Dicts By Value", when=is_title_request),
+        Reply("Use sorted with a key", finish_reason="length"),
+    )
+    thread = chat.new_thread()
+    assert chat.ask(thread, "How do I sort a dict by value?").status == "incomplete"
+    assert chat.thread_list() == [(thread, "Sorting Dicts By Value")]
+
+
+def test_a_title_stream_the_server_cut_short_is_asked_once_more(chat, scripted_server):
+    scripted_server.script(
+        Reply("Sorting Dicts", when=is_title_request, times=1, no_finish=True),
+        Reply("Sorting Dicts By Value", when=is_title_request),
+    )
+    thread = chat.new_thread()
+    chat.append_response(thread, "How do I sort a dict by value?", "Use sorted(...).")
+    assert chat.get_thread_title(thread) == "Sorting Dicts By Value"
+
+
+def test_a_reply_that_names_nothing_is_not_a_title(chat, scripted_server):
+    scripted_server.script(Reply("3 to 5", when=is_title_request))
+    thread = chat.new_thread()
+    chat.append_response(thread, "What is the capital of Scotland?", "Edinburgh.")
+    assert chat.get_thread_title(thread) == "Capital of Scotland"
+
+
+def test_a_small_model_is_not_asked_for_a_title(tmp_path):
+    """Its titles read worse than the question, and they would queue behind its answers."""
+    with ScriptedServer(Reply("Edinburgh."), context_size=8192, template_tools=False) as server:
+        chat = Chat(base_url=server.url, store=tmp_path / "store", model="scripted-small")
+        thread = chat.new_thread()
+        chat.ask(thread, "What is the capital of Scotland?")
+        assert chat.thread_list() == [(thread, "Capital of Scotland")]
+        assert not any(is_title_request(r.body) for r in server.chat_requests)

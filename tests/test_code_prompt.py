@@ -14,6 +14,7 @@ from nbchat._code_tool import RunCode
 from nbchat.records import PendingCall, Prompt
 from nbchat.testing import Reply, ScriptedServer
 from nbchat.widgets import show_tool_prompts
+from wire_helpers import content_parts
 
 CODE = "df.price.mean()"
 
@@ -140,7 +141,7 @@ def test_the_panel_sends_mentioned_objects_as_context(chat, scripted_server, tmp
         panel = ChatPanel(chat=chat)
         panel.input_box.value = "Why is @df so small? And @missing?"
         panel.send_button.click()
-        content = scripted_server.chat_requests[0].messages[-1]["content"]
+        content = content_parts(scripted_server.chat_requests[0].messages[-1]["content"])
         assert content[0] == {"type": "text", "text": "Why is @df so small? And @missing?"}
         assert content[2]["text"].startswith('<context name="df" kind="DataFrame 2×1">')
         assert panel.status == "not defined here, no context attached: @missing"
@@ -170,7 +171,7 @@ def test_the_panel_picker_offers_the_notebook_s_variables_and_sends_the_picked(
         picker.tags.value = ["sales"]
         panel.input_box.value = "How many rows, compared with @limit?"
         panel.send_button.click()
-        content = scripted_server.chat_requests[0].messages[-1]["content"]
+        content = content_parts(scripted_server.chat_requests[0].messages[-1]["content"])
         assert [p["text"].split("\n")[0] for p in content[2:]] == [
             '<context name="sales" kind="DataFrame 3×1">',
             '<context name="limit" kind="int">',

@@ -139,6 +139,21 @@ def test_a_rejected_option_is_named_in_one_line(scripted_server, provider):
     assert "\n" not in str(caught.value)
 
 
+def test_a_multi_line_refusal_is_cut_to_the_line_naming_the_option(scripted_server):
+    message = (
+        "Invalid request:\n  File \"server.py\", line 9, in handle\n"
+        "ValueError: unsupported param top_k for this model\n\n    (see the docs)"
+    )
+    scripted_server.script(Reply(status=400, error_message=message))
+    with pytest.raises(OptionRejected) as caught:
+        list(client_for(scripted_server).stream(MESSAGES, model="scripted-small",
+                                                options={"top_k": 5}))  # fmt: skip
+    assert str(caught.value) == (
+        f"the model endpoint at {scripted_server.url} rejected the option top_k (HTTP 400: "
+        "ValueError: unsupported param top_k for this model); change or remove it"
+    )
+
+
 # -- retries ------------------------------------------------------------------
 
 

@@ -103,6 +103,17 @@ def test_llm_and_history_questions_take_options(scripted_server):
     )
 
 
+def test_an_llm_answer_says_whether_it_is_whole(scripted_server):
+    scripted_server.script(Reply("One two", when="cut", finish_reason="length"), Reply("Done."))
+    llm = LLM("scripted-small", base_url=scripted_server.url)
+    cut = llm.ask("Please cut this", options={"max_tokens": 2})
+    assert cut == "One two" and isinstance(cut, str)
+    assert (cut.status, cut.finish_reason, cut.complete) == ("incomplete", "length", False)
+    assert "%chat --continue" in cut.note
+    whole = llm.ask_with_history("Whole?", ChatHistory())
+    assert (whole, whole.status, whole.complete) == ("Done.", "complete", True)
+
+
 def test_the_title_request_has_its_own_small_cap(chat, scripted_server):
     thread = chat.new_thread(options={"max_tokens": 4000, "num_ctx": 8192})
     chat.ask(thread, "Tell me about sorting lists")
@@ -282,7 +293,7 @@ def test_the_cell_says_why_an_answer_stopped_and_what_was_left_out(ip):
     with capture_output() as cap:
         result = render_turn(events, mode="final")
     assert cap.outputs[-1].data["text/plain"] == (
-        "One two\n\n✂️ stopped at the 2-token limit — `%chat --continue` to go on\n\n"
+        "One two\n\n… stopped at the 2-token limit — `%chat --continue` to go on\n\n"
         "ℹ️ 12 earlier turns were left out of the request to fit the model's 4,096-token "
         "context (the thread keeps them)"
     )

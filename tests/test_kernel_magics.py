@@ -198,7 +198,7 @@ def test_interrupt_stops_the_stream_and_keeps_the_partial_answer(
     output = only_output(run)  # swallowed: no traceback, the cell succeeds
     shown = output["data"]["text/plain"]
     partial, note = shown.split("\n\n")
-    assert note == "⏹ interrupted — the partial answer is kept in the thread"
+    assert note == "■ interrupted — the partial answer is kept in the thread"
     assert partial.startswith("word0")
     meta = output["metadata"]["nbchat"]
     assert meta["status"] == "interrupted"
@@ -325,7 +325,7 @@ def test_a_failed_stream_keeps_the_partial_text_and_says_why(kernel: Kernel,
     server.script(Reply(tokens=50, cut_after=5, when=not_title))
     run = kernel.run("%chat -n break please")
     display, error = run.outputs
-    assert display["data"]["text/plain"].endswith("\n\n⚠️ incomplete: the turn failed")
+    assert display["data"]["text/plain"].endswith("\n\n‼ incomplete: the turn failed")
     assert display["metadata"]["nbchat"]["status"] == "failed"
     assert error["name"] == "stderr" and error["text"].startswith("UsageError: ")
     assert run.status == "error" and not run.of_type("error")
@@ -403,7 +403,7 @@ def test_client_tools_prompt_live_and_answer_from_code(
     run = kernel.ok("%chat -n paint the shed")
     assert any(WIDGET in o.get("data", {}) for o in run.outputs)  # the prompt widget
     answer = run.outputs[0]
-    assert answer["data"]["text/plain"] == "Let me ask.\n\n⏸ waiting for your answer"
+    assert answer["data"]["text/plain"] == "Let me ask.\n\n○ waiting for your answer"
     assert answer["metadata"]["nbchat"]["status"] == "suspended"
     assert one_line_error(kernel.run("%chat --answer purple")).startswith("'purple' is not one")
     run = kernel.ok("%chat --answer 2", interactive=False)
@@ -430,7 +430,7 @@ def test_client_tools_in_a_non_interactive_run_say_how_to_answer(
     display, hint = run.outputs
     thread = display["metadata"]["nbchat"]["thread"]
     assert hint["text"] == (  # the question itself, its options and the answer line
-        "❓ choose: Which colour? (one of: red, blue)\n"
+        "? choose: Which colour? (one of: red, blue)\n"
         f"   answer with: %chat -t {thread} --answer VALUE\n"
     )
     assert not any(WIDGET in o.get("data", {}) for o in run.outputs)

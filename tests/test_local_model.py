@@ -572,7 +572,7 @@ def test_a_kernel_cell_streams_the_local_model_and_stops_on_interrupt(
                          on_message=stop_once_text_shows, timeout=120)
     assert run.status == "ok" and interrupted
     shown = run.outputs[-1]["data"]["text/plain"]
-    assert shown.endswith("⏹ interrupted — the partial answer is kept in the thread")
+    assert shown.endswith("■ interrupted — the partial answer is kept in the thread")
     thread = nbchat.ThreadStore(store, "tester").get(2)
     assert thread.turns[-1].status == "interrupted" and thread.turns[-1].answer.strip()
 

@@ -108,7 +108,8 @@ def test_agent_runs_code_only_after_the_answer_and_the_model_reads_it(run, ip, s
     assert ran.error is None and ip.user_ns["total"] == 6
     assert asked(server)[-1].messages[-1]["content"].startswith("<answer>\nresult:\n6\n</answer>")
     assert "The sum is 6." in ran.out
-    assert "▶ ran:\ntotal = sum(xs)\ntotal\n──\nresult:\n6\n" in ran.out  # shown in the cell
+    # The cell shows what ran, then its value; not the text written for the model.
+    assert "► ran the code (2 lines):\ntotal = sum(xs)\ntotal\nvalue:\n6\n" in ran.out
     run("%chat What next?")
     offered = [t["function"]["name"] for t in asked(server)[-1].body.get("tools", [])]
     assert "run_code" not in offered and "list_variables" not in offered

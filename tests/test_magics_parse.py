@@ -408,8 +408,8 @@ def test_a_suspended_turn_says_how_to_answer_and_answer_resumes_it(
     )
     ran = run("%chat paint the shed")
     assert ran.out == (
-        "Let me ask.\n🔧 choose waits for your answer\n⏸ waiting for your answer\n"
-        "❓ choose: Which colour? (one of: red, blue)\n"
+        "Let me ask.\n► choose waits for your answer\n○ waiting for your answer\n"
+        "? choose: Which colour? (one of: red, blue)\n"
         "   answer with: %chat -t 1 --answer VALUE\n"
     )
     assert usage_error(run("%chat --answer purple")) == (
@@ -457,7 +457,7 @@ def test_answer_finds_the_waiting_thread_after_a_restart(
     run("%chat paint")
     ip.magics_manager.registry["ChatMagics"].thread_id = None  # a new session
     ran = run('%chat --answer "red"')
-    assert ran.out.startswith("🔧 choose → ") and "Red." in ran.out
+    assert ran.out.startswith("► choose → ") and "Red." in ran.out
 
 
 def test_answer_after_a_restart_names_the_damaged_waiting_call(

@@ -8,7 +8,8 @@ import sys
 import nbchat
 
 CORE = ["nbchat", "nbchat.chat", "nbchat.store", "nbchat.history", "nbchat.tools",
-        "nbchat.llm", "nbchat.config", "nbchat.events", "nbchat.errors", "nbchat.testing"]
+        "nbchat.llm", "nbchat.config", "nbchat.events", "nbchat.errors", "nbchat.testing",
+        "nbchat.mcpservers", "nbchat.instructions", "nbchat._mcp_tools"]
 
 
 def test_all_is_sorted_complete_and_importable():
@@ -46,7 +47,7 @@ def test_every_chat_option_is_documented_in_the_help():
     for option in ("--thread", "--new", "--model", "--system", "--history", "--no-stream",
                    "--no-interpolate", "--code", "--error", "--list", "--show", "--use",
                    "--rename", "--delete", "--export", "--models", "--panel", "--answer",
-                   "--fix", "--figure", "--context-budget", "--agent", "--key"):
+                   "--fix", "--figure", "--context-budget", "--agent", "--key", "--mcp"):
         assert option in doc, option
     assert "Examples::" in doc and "%%chat" in doc and "%config ChatMagics" in doc
 

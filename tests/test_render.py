@@ -20,6 +20,7 @@ from markup_helpers import body, shows, visible
 from nbchat import Answer, PendingCall, ServerError, StreamCutOff
 from nbchat.config import ENV_LIVE
 from nbchat.events import (
+    RanCode,
     TextDelta,
     ToolCall,
     ToolCallAbandoned,
@@ -165,7 +166,7 @@ def test_text_mode_keeps_one_blank_line_between_a_tool_and_the_next_round(
     events = [ToolResult(CHOOSE, "a"), TurnStarted(3, 1, "m"), TextDelta("\n\n"),
               TextDelta("You chose a."), TurnFinished(3, 1, "You chose a.", "complete", "m")]
     render_turn(events, mode="text")
-    assert capsys.readouterr().out == "🔧 choose → 1 chars\n\nYou chose a.\n"
+    assert capsys.readouterr().out == "► choose → 1 chars\n\nYou chose a.\n"
 
 
 def test_the_final_render_happens_before_the_turn_generator_goes_on() -> None:
@@ -198,9 +199,9 @@ def test_an_interrupt_keeps_the_partial_text_marked_and_is_swallowed() -> None:
         result = render_turn(events(), mode="live")
     final = cap.outputs[-1]
     assert shows(final.data) == {
-        "text/html": "<p>Partial</p>\n\n<p class=\"nbchat-note\"><i>⏹ interrupted — the partial "
+        "text/html": "<p>Partial</p>\n\n<p class=\"nbchat-note\"><i>■ interrupted — the partial "
                      "answer is kept in the thread</i></p>",
-        "text/plain": "Partial\n\n⏹ interrupted — the partial answer is kept in the thread",
+        "text/plain": "Partial\n\n■ interrupted — the partial answer is kept in the thread",
     }
     assert final.metadata["nbchat"]["status"] == "interrupted"
     assert (result.status, result.text, closed) == ("interrupted", "Partial", [True])
@@ -236,7 +237,7 @@ def test_an_interrupt_in_the_renderer_closes_the_turn() -> None:
     result = render_turn(events(), mode="live", handle=handle)  # type: ignore[arg-type]
     assert closed == ["closed at the yield"]
     assert result.status == "interrupted"
-    assert handle.updates[-1]["text/plain"].startswith("Par\n\n⏹ interrupted")
+    assert handle.updates[-1]["text/plain"].startswith("Par\n\n■ interrupted")
 
 
 def test_a_failed_turn_shows_the_error_under_the_partial_text() -> None:
@@ -245,9 +246,9 @@ def test_a_failed_turn_shows_the_error_under_the_partial_text() -> None:
     with capture_output() as cap:
         result = render_turn(events, mode="final")
     assert shown(cap.outputs) == [(False, {
-        "text/html": "<p>Half</p>\n\n<p class=\"nbchat-error\">⚠️ the connection broke in the "
+        "text/html": "<p>Half</p>\n\n<p class=\"nbchat-error\">‼ the connection broke in the "
                      "middle of the answer; ask again</p>",
-        "text/plain": "Half\n\n⚠️ the connection broke in the middle of the answer; ask again",
+        "text/plain": "Half\n\n‼ the connection broke in the middle of the answer; ask again",
     })]
     assert (result.status, result.error, result.text) == ("failed", error, "Half")
 
@@ -258,13 +259,13 @@ def test_error_text_shows_literally_and_no_tag_in_it_survives() -> None:
         render_turn([TurnStarted(3, 1, "m"), TurnFailed(3, 1, error)], mode="final")
     html = cap.outputs[0].data["text/html"]
     assert visible(html) == (
-        "⚠️ status 500 from *the* endpoint_url <html><img src=x onerror=alert(1)>"
+        "‼ status 500 from *the* endpoint_url <html><img src=x onerror=alert(1)>"
     )
     assert body(html) == (
-        '<p class="nbchat-error">⚠️ status 500 from *the* endpoint_url '
+        '<p class="nbchat-error">‼ status 500 from *the* endpoint_url '
         "&lt;html&gt;&lt;img src=x onerror=alert(1)&gt;</p>"
     )
-    assert cap.outputs[0].data["text/plain"] == f"⚠️ {error}"
+    assert cap.outputs[0].data["text/plain"] == f"‼ {error}"
 
 
 def test_without_show_error_the_caller_reports_it() -> None:
@@ -278,9 +279,9 @@ def test_without_show_error_the_caller_reports_it() -> None:
         render_turn([TurnStarted(3, 1, "m"), TurnFailed(3, 1, error)], mode="final",
                     show_error=False)
     assert shown(cap.outputs) == [(False, {
-        "text/html": "<p>Half</p>\n\n<p class=\"nbchat-note\"><i>⚠️ incomplete: the turn "
+        "text/html": "<p>Half</p>\n\n<p class=\"nbchat-note\"><i>‼ incomplete: the turn "
                      "failed</i></p>",
-        "text/plain": "Half\n\n⚠️ incomplete: the turn failed",
+        "text/plain": "Half\n\n‼ incomplete: the turn failed",
     })]  # and nothing at all for a turn that failed before any text
 
 
@@ -303,7 +304,7 @@ def test_other_exceptions_propagate_after_a_final_render() -> None:
 
     with capture_output() as cap, pytest.raises(RuntimeError, match="a bug"):
         render_turn(events(), mode="live")
-    assert cap.outputs[-1].data["text/plain"].startswith("Some\n\n⏹ interrupted")
+    assert cap.outputs[-1].data["text/plain"].startswith("Some\n\n■ interrupted")
 
 
 # -- tools ----------------------------------------------------------------------------------
@@ -320,7 +321,7 @@ def test_tool_activity_is_one_line_per_call() -> None:
     ]
     with capture_output() as cap:
         result = render_turn(events, mode="live")
-    tool = '<p class="nbchat-dim">🔧 <code>get_weather</code> {}</p>'.format
+    tool = '<p class="nbchat-dim">► <code>get_weather</code> {}</p>'.format
     assert [body(o.data["text/html"]) for o in cap.outputs[1:]] == [
         "<p>Let me check.</p>\n",
         f"<p>Let me check.</p>\n\n{tool('…')}",
@@ -328,7 +329,7 @@ def test_tool_activity_is_one_line_per_call() -> None:
         f"<p>Let me check.</p>\n\n{tool('→ 42 chars')}\n<p>It is sunny.</p>\n",  # coalesced
     ]
     assert visible(cap.outputs[-1].data["text/html"]) == (
-        "Let me check.\n🔧 get_weather → 42 chars\nIt is sunny."
+        "Let me check.\n► get_weather → 42 chars\nIt is sunny."
     )
     assert cap.outputs[-1].data["text/plain"] == "Let me check.\n\nIt is sunny."
     assert result.text == "Let me check.\n\nIt is sunny."
@@ -341,7 +342,42 @@ def test_a_failed_tool_shows_its_error_line() -> None:
     with capture_output() as cap:
         render_turn(events, mode="final")
     assert body(cap.outputs[0].data["text/html"]) == (
-        '<p class="nbchat-dim">🔧 <code>get_weather</code> ✗ error: ValueError: no such city</p>'
+        '<p class="nbchat-dim">► <code>get_weather</code> × error: ValueError: no such city</p>'
+    )
+
+
+RUN = ToolCall("call_3", "run_code", '{"code": "x"}')
+
+
+def test_code_that_ran_shows_folded_then_its_output_value_and_error() -> None:
+    ran = RanCode("print('hi')\n1 + 1\n<img src=x onerror=alert(1)>", stdout="hi\n",
+                  result="2", error="NameError: name 'img' is not defined")  # fmt: skip
+    events = [TurnStarted(3, 1, "m"), ToolCallRequested(RUN),
+              ToolResult(RUN, "stdout:\nhi\nresult:\n2", shown=ran),
+              TextDelta("It printed hi."), TurnFinished(3, 1, "It printed hi.", "complete", "m")]
+    with capture_output() as cap:
+        render_turn(events, mode="final")
+    html = cap.outputs[0].data["text/html"]
+    assert '<details class="nbchat-ran"><summary><i>► ran the code (3 lines)</i></summary>' in html
+    assert "<img" not in html and "&lt;" in html  # the code is escaped, never markup
+    assert "<details class=\"nbchat-ran\" open>" not in html  # the code is folded
+    assert visible(html) == (
+        "► ran the code (3 lines)\nprint('hi')\n1 + 1\n<img src=x onerror=alert(1)>\n"
+        "hi\n2\nNameError: name 'img' is not defined\nIt printed hi."
+    )
+    assert "chars" not in visible(html)  # not the length of what the model read
+
+
+def test_code_that_printed_nothing_says_so_and_a_terminal_gets_it_as_text(capsys) -> None:
+    events = [TurnStarted(3, 1, "m"), ToolCallRequested(RUN),
+              ToolResult(RUN, "The code ran", shown=RanCode("x = 1", edited=True)),
+              TurnFinished(3, 1, "", "complete", "m")]  # fmt: skip
+    with capture_output() as cap:
+        render_turn(events, mode="final")
+    assert "it printed nothing and has no value" in visible(cap.outputs[0].data["text/html"])
+    render_turn(events, mode="text")
+    assert capsys.readouterr().out == (
+        "► ran your edited code (1 line):\nx = 1\n(it printed nothing and has no value)\n"
     )
 
 
@@ -361,11 +397,11 @@ def test_a_suspended_turn_renders_and_says_how_to_answer(
     with capture_output(stdout=False) as cap:
         result = render_turn(suspended(), mode="final")
     assert body(cap.outputs[0].data["text/html"]) == (
-        '<p>Let me ask.</p>\n\n<p class="nbchat-dim">🔧 <code>choose</code> waits for your '
-        'answer</p>\n<p class="nbchat-note"><i>⏸ waiting for your answer</i></p>'
+        '<p>Let me ask.</p>\n\n<p class="nbchat-dim">► <code>choose</code> waits for your '
+        'answer</p>\n<p class="nbchat-note"><i>○ waiting for your answer</i></p>'
     )
     assert capsys.readouterr().out == (
-        "❓ choose: Which? (one of: a, b)\n"
+        "? choose: Which? (one of: a, b)\n"
         "   answer with: %chat -t 3 --answer VALUE\n"
     )
     assert result.status == "suspended"
@@ -378,9 +414,9 @@ def test_answer_hints_name_the_call_when_several_wait() -> None:
     calls = [PendingCall(3, 1, "call_1", "confirm", {}, Prompt("confirm", "Go on?")),
              PendingCall(3, 1, "call_2", "ask_user", {}, Prompt("text", "Your name?"))]
     assert answer_hints(calls) == [
-        "❓ confirm: Go on? (yes or no)",
+        "? confirm: Go on? (yes or no)",
         "   answer with: %chat -t 3 --answer call_1 VALUE",
-        "❓ ask_user: Your name?",
+        "? ask_user: Your name?",
         "   answer with: %chat -t 3 --answer call_2 VALUE",
     ]
 
@@ -393,7 +429,7 @@ def test_a_resumed_turn_renders_its_continuation_and_returns_the_whole_answer() 
     with capture_output() as cap:
         result = render_turn(events, mode="final")
     assert shows(cap.outputs[0].data) == {
-        "text/html": '<p class="nbchat-dim">🔧 <code>choose</code> → 1 chars</p>\n'
+        "text/html": '<p class="nbchat-dim">► <code>choose</code> → 1 chars</p>\n'
                      "<p>You chose a.</p>\n",
         "text/plain": "You chose a.",
     }
@@ -449,6 +485,6 @@ def test_a_closed_waiting_call_is_named_in_the_cell() -> None:
     with capture_output() as cap:
         render_turn(events, mode="final")
     assert body(cap.outputs[-1].data["text/html"]) == (
-        '<p class="nbchat-dim">🔧 <code>choose</code> closed unanswered (a new question was '
+        '<p class="nbchat-dim">► <code>choose</code> closed unanswered (a new question was '
         'asked)</p>\n<p>Sure.</p>\n'
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._code_tool import RunCode
-from .chat import LLM, Answer, Chat
+from .chat import LLM, Answer, AnswerText, Chat
 from .context import ContextItem, describe
 from .errors import (
     AlreadyAnswered,
@@ -27,6 +27,7 @@ from .errors import (
     LLMError,
     LLMTimeout,
     MalformedStream,
+    McpServerError,
     ModelNotAllowed,
     ModelNotFound,
     NbchatError,
@@ -58,6 +59,7 @@ __all__ = [
     "LLM",
     "AlreadyAnswered",
     "Answer",
+    "AnswerText",
     "AnsweredCall",
     "AskUser",
     "AuthenticationError",
@@ -78,6 +80,7 @@ __all__ = [
     "LLMError",
     "LLMTimeout",
     "MalformedStream",
+    "McpServerError",
     "Message",
     "ModelNotAllowed",
     "ModelNotFound",

@@ -22,16 +22,32 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from ._risk import Risk, classify, effective_approval, needs_approval
 from ._secrets import scrub
 from .errors import InvalidToolAnswer
+from .events import RanCode
 from .markup import fence
 from .tools import ClientTool
 
 Action = Literal["run", "edit", "reject"]
-Runner = Callable[[str], str]
+class Outcome(Protocol):
+    """What a runner may return besides plain text: the parts of a run, and the model's text."""
+
+    @property
+    def stdout(self) -> str: ...
+    @property
+    def stderr(self) -> str: ...
+    @property
+    def result(self) -> str | None: ...
+    @property
+    def error(self) -> str | None: ...
+
+    def as_text(self) -> str: ...
+
+
+Runner = Callable[[str], "str | Outcome"]
 MAX_CODE_CHARS = 20_000
 _RUN = frozenset({"run", "yes", "y", "ok", "true"})
 _REJECT = frozenset({"reject", "no", "n", "false"})
@@ -170,9 +186,16 @@ class RunCode(ClientTool):
         if decision.action == "reject":
             why = f" Their reason: {decision.reason}" if decision.reason else ""
             return f"The user rejected running the code; it did not run.{why}"
-        ran = self.runner(decision.code)
-        edited = " (edited)" if decision.action == "edit" else ""
-        self._shown.text = f"▶ ran{edited}:\n{decision.code.rstrip()}\n──\n{ran}"
+        result = self.runner(decision.code)
+        ran = result if isinstance(result, str) else result.as_text()
+        edited = decision.action == "edit"
+        if isinstance(result, str):
+            self._shown.text = RanCode(decision.code, edited, stdout=result)
+        else:
+            self._shown.text = RanCode(
+                decision.code, edited, stdout=result.stdout, stderr=result.stderr,
+                result=result.result, error=result.error,
+            )  # fmt: skip
         if decision.action == "edit":
             return scrub(
                 "The user edited the code before running it; this is what ran:\n"
@@ -180,10 +203,10 @@ class RunCode(ClientTool):
             )
         return scrub(ran)
 
-    def shown_output(self, arguments: dict[str, Any], answer: object) -> str:
+    def shown_output(self, arguments: dict[str, Any], answer: object) -> str | RanCode:
         """The code that ran and what it printed, returned or raised (once, after the run)."""
-        text, self._shown.text = getattr(self._shown, "text", ""), ""
-        return str(text)
+        shown, self._shown.text = getattr(self._shown, "text", ""), ""
+        return shown if isinstance(shown, RanCode) else str(shown)
 
     def output_description_instructions(self, arguments: dict[str, Any], answer: object) -> str:
         if isinstance(answer, CodeDecision) and answer.action == "reject":

@@ -340,11 +340,11 @@ def notebook_tools(
             return "No exception has happened in this session."
         return _for_model(item.text)
 
-    def runner(code: str) -> str:
+    def runner(code: str) -> RunResult:
         ran = notebook.run(code)
         if on_run is not None:
             on_run(ran)
-        return ran.as_text()
+        return ran
 
     run_code = RunCode(
         runner, approval=approval, namespace=shell.user_ns, transform=shell.transform_cell

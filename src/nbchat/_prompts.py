@@ -447,7 +447,9 @@ class ToolPrompt(widgets.VBox):
     def _set_error(self, message: str) -> None:
         self._error = message
         self._error_html.value = markup.styled(
-            markup.text(f"⚠ {message}", cls="nbchat-error") if message else markup.SafeHTML("")
+            markup.text(f"{markup.MARK_PROBLEM} {message}", cls="nbchat-error")
+            if message
+            else markup.SafeHTML("")
         )
 
     def _lock(self, value: object, status: str) -> None:

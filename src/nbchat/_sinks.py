@@ -19,6 +19,7 @@ from ._views import reasoning_html
 from .errors import NbchatError
 from .events import (
     ContextWindowed,
+    RanCode,
     ReasoningDelta,
     TextDelta,
     ToolCall,
@@ -45,7 +46,7 @@ class TurnView:
         self.sink = sink
         self.blocks: list[list[str] | str] = []  # text parts, or a tool call id
         self.tools: dict[str, tuple[str, str]] = {}  # call id -> (tool name, outcome)
-        self.shown: dict[str, str] = {}  # what a tool's answer did, for the person
+        self.shown: dict[str, str | RanCode] = {}  # what a tool's answer did, for the person
         self.size = 0
         self.thread_id: int | None = None
         self.turn = 0
@@ -76,7 +77,7 @@ class TurnView:
         elif kind is ToolCallRequested:
             self._tool(event.call, "…", done=False)
         elif kind is ToolResult:
-            outcome = f"✗ {_first_line(event.output)}" if event.is_error else (
+            outcome = f"× {_first_line(event.output)}" if event.is_error else (
                 f"→ {len(event.output)} chars")
             self._tool(event.call, outcome, shown=event.shown)
         elif kind is ToolCallPending:
@@ -106,14 +107,18 @@ class TurnView:
         self.size += len(text)
         self.sink.text(self, text)
 
-    def _tool(self, call: ToolCall, outcome: str, *, done: bool = True, shown: str = "") -> None:
+    def _tool(
+        self, call: ToolCall, outcome: str, *, done: bool = True, shown: str | RanCode = ""
+    ) -> None:
         self._start()
         if call.id not in self.tools:
             self.blocks.append(call.id)
         self.tools[call.id] = (call.name, outcome)
         if shown:
             self.shown[call.id] = shown
-        self.sink.line(self, f"🔧 {call.name} {outcome}", done=done, shown=shown)
+        line = f"{markup.MARK_TOOL} {shown.heading}" if isinstance(shown, RanCode) else (
+            f"{markup.MARK_TOOL} {call.name} {outcome}")
+        self.sink.line(self, line, done=done, shown=shown)
 
     def fail(self, error: NbchatError, text: str | None = None) -> None:
         self.status, self.error, self.ended = "failed", error, True
@@ -131,11 +136,13 @@ class TurnView:
         return "\n\n".join(t.strip("\n") for t in texts if t.strip())
 
     def _tool_html(self, call_id: str) -> markup.SafeHTML:
+        shown = self.shown.get(call_id)
+        if isinstance(shown, RanCode):
+            return ran_html(shown)
         name, outcome = self.tools[call_id]
         line = markup.element("p", markup.join(
-            [markup.text("🔧"), markup.code_inline(name), markup.text(outcome)], " "),
+            [markup.text(markup.MARK_TOOL), markup.code_inline(name), markup.text(outcome)], " "),
             cls="nbchat-dim")
-        shown = self.shown.get(call_id)
         return markup.join([line, markup.code(shown.rstrip(), "text")]) if shown else line
 
     def html(self) -> markup.SafeHTML:
@@ -180,7 +187,9 @@ class Sink:
 
     def reasoning(self, turn: TurnView, text: str) -> None: ...
 
-    def line(self, turn: TurnView, line: str, *, done: bool, shown: str = "") -> None: ...
+    def line(
+        self, turn: TurnView, line: str, *, done: bool, shown: str | RanCode = ""
+    ) -> None: ...
 
     def final(self, turn: TurnView, metadata: dict[str, Any], *, show_error: bool) -> None: ...
 
@@ -209,7 +218,9 @@ class DisplaySink(Sink):
     def reasoning(self, turn: TurnView, text: str) -> None:
         self.text(turn, text)
 
-    def line(self, turn: TurnView, line: str, *, done: bool, shown: str = "") -> None:
+    def line(
+        self, turn: TurnView, line: str, *, done: bool, shown: str | RanCode = ""
+    ) -> None:
         if self.live:
             self._show({"text/html": markup.styled(turn.html())})
 
@@ -259,12 +270,17 @@ class TextSink(Sink):
         sys.stdout.flush()
         self.at_line_start = text.endswith("\n")
 
-    def line(self, turn: TurnView, line: str, *, done: bool, shown: str = "") -> None:
+    def line(
+        self, turn: TurnView, line: str, *, done: bool, shown: str | RanCode = ""
+    ) -> None:
         if done:  # a terminal can't rewrite a line: print each tool's outcome once
             self._newline()
-            print(line, flush=True)
-            if shown:
-                print(shown.rstrip(), flush=True)
+            if isinstance(shown, RanCode):
+                print(f"{markup.MARK_TOOL} {shown}", flush=True)
+            else:
+                print(line, flush=True)
+                if shown:
+                    print(shown.rstrip(), flush=True)
 
     def final(self, turn: TurnView, metadata: dict[str, Any], *, show_error: bool) -> None:
         self._newline()
@@ -282,19 +298,35 @@ class TextSink(Sink):
             self.at_line_start = True
 
 
+def ran_html(ran: RanCode) -> markup.SafeHTML:
+    """Code that ran, as a person reads it: the code folded, then its output, value and error."""
+    parts = [markup.details(f"{markup.MARK_TOOL} {ran.heading}", markup.code(ran.code.rstrip()),
+                            cls="nbchat-ran")]  # fmt: skip
+    for text, cls in ((ran.stdout, ""), (ran.stderr, "nbchat-error"), (ran.result, ""),
+                      (ran.error, "nbchat-error")):  # fmt: skip
+        if text:
+            block = markup.code(text.rstrip(), "text")
+            parts.append(markup.element("div", block, cls=cls) if cls else block)
+    if len(parts) == 1:
+        parts.append(markup.text("it printed nothing and has no value", cls="nbchat-dim",
+                                 block=True))  # fmt: skip
+    return markup.element("div", markup.join(parts), cls="nbchat-tool")
+
+
 def status_note(turn: TurnView, show_error: bool) -> tuple[markup.SafeHTML, str] | None:
     """The line under the text that says how the turn ended: (safe HTML, plain)."""
     if turn.status == "interrupted":
-        plain = "⏹ interrupted — the partial answer is kept in the thread"
+        plain = f"{markup.MARK_STOPPED} interrupted — the partial answer is kept in the thread"
     elif turn.status == "failed" and show_error and turn.error is not None:
-        plain = f"⚠️ {' '.join(str(turn.error).split())}"
+        plain = f"{markup.MARK_PROBLEM} {' '.join(str(turn.error).split())}"
         return markup.text(plain, cls="nbchat-error", block=True), plain
     elif turn.status == "failed" and turn.answer:
-        plain = "⚠️ incomplete: the turn failed"
+        plain = f"{markup.MARK_PROBLEM} incomplete: the turn failed"
     elif turn.status == "suspended":
-        plain = "⏸ waiting for your answer"
+        plain = f"{markup.MARK_WAITING} waiting for your answer"
     elif turn.status == "incomplete":
-        plain = f"✂️ {turn.note or 'incomplete: the model did not finish its answer'}"
+        note = turn.note or "incomplete: the model did not finish its answer"
+        plain = f"{markup.MARK_CUT} {note}"
     else:
         return None
     return markup.element("p", markup.element("i", plain), cls="nbchat-note"), plain

@@ -17,7 +17,6 @@ from __future__ import annotations
 import atexit
 import fnmatch
 import os
-import re
 import threading
 import time
 import weakref
@@ -27,8 +26,9 @@ from typing import Any
 
 from . import _endpoints, markup
 from ._endings import fit_history, refit_history, request_tokens
+from ._mcp_tools import Selection, mcp_tool_named, mcp_tools
 from ._secrets import remember
-from ._titles import clean_title
+from ._titles import clean_title, names_something, question_title
 from ._turn import NullRecorder, TurnSpec, run_turn
 from .config import ENV_TOOLLESS_MODELS, Settings, resolve
 from .context import as_items
@@ -39,11 +39,14 @@ from .errors import (
     NbchatError,
     NoPendingCall,
     StoreCorrupt,
+    StreamCutOff,
     TurnInterrupted,
 )
 from .events import (
     Event,
+    RanCode,
     ReasoningDelta,
+    ReplyFinished,
     TextDelta,
     ToolCallAbandoned,
     ToolCallPending,
@@ -103,6 +106,28 @@ class _Joined:
 
 
 _TEXT, _REASONING = _Joined(), _Joined()
+
+
+class AnswerText(str):
+    """An answer's text that also says how it ended, so a cut answer is told from a whole one.
+
+    ``status`` is ``"complete"`` or ``"incomplete"`` (``finish_reason`` ``"length"``:
+    the token limit cut it; ``note`` says how to go on).
+    """
+
+    status: str
+    finish_reason: str | None
+    note: str
+
+    def __new__(cls, answer: Answer) -> AnswerText:
+        text = super().__new__(cls, answer.text)
+        text.status, text.finish_reason, text.note = (
+            answer.status, answer.finish_reason, answer.note)  # fmt: skip
+        return text
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete"
 
 
 @dataclass
@@ -355,6 +380,7 @@ class _Engine:
         store: str | os.PathLike[str] | None = None,
         user: str | None = None,
         options: Mapping[str, Any] | None = None,
+        mcp: Selection = None,
     ) -> None:
         self._explicit = dict(
             base_url=base_url,
@@ -372,6 +398,8 @@ class _Engine:
         self.options: Options = check_options(options)
         self.permissions = frozenset(permissions)
         self.max_tool_rounds = max_tool_rounds
+        self.mcp = mcp
+        self.instructions = ""  # project instructions added to every turn's system prompt
         self._llm: LLMClient | None = None
 
     @property
@@ -390,23 +418,48 @@ class _Engine:
         """NBCHAT_OPTIONS, then this object's options, then ``layers`` (thread, call)."""
         return merge_options(env_options(), self.options, *layers)
 
-    def _offered(self, model: str, builtin: bool | None = None) -> Toolbox:
-        """The tools offered in a turn: the user's, and the built-ins where they help.
+    def _is_small(self, model: str) -> bool:
+        """Whether ``model`` is too small for tools and titles.
+
+        The bundled model, a model named in ``NBCHAT_TOOLLESS_MODELS``, or one
+        whose server says its chat template has no tools.
+        """
+        if self.llm.settings.origin == "local" or model == BUNDLED_ALIAS:
+            return True
+        patterns = os.environ.get(ENV_TOOLLESS_MODELS, "").split(",")
+        if any(fnmatch.fnmatch(model, p.strip()) for p in patterns if p.strip()):
+            return True
+        return self.llm.template_has_tools() is False  # the server says: never taught tools
+
+    def _offered(self, model: str, builtin: bool | None = None, mcp: Selection = None) -> Toolbox:
+        """The tools offered in a turn: the user's, the built-ins where they help, MCP's.
 
         Built-ins are off by default for the local model and for models named in
         ``NBCHAT_TOOLLESS_MODELS``: small models call them instead of answering.
+        ``mcp`` chooses the MCP servers for this turn (None: this object's choice).
         """
         if builtin is None:
             builtin = self.builtin_tools
         if builtin is None:
-            patterns = os.environ.get(ENV_TOOLLESS_MODELS, "").split(",")
-            toolless = (
-                model == BUNDLED_ALIAS
-                or any(fnmatch.fnmatch(model, p.strip()) for p in patterns if p.strip())
-                or self.llm.template_has_tools() is False  # the server says: never taught tools
-            )
-            builtin = self.llm.settings.origin != "local" and not toolless
-        return Toolbox([*(BUILTIN_CLIENT_TOOLS if builtin else ()), *self.user_tools])
+            builtin = not self._is_small(model)
+        offered = [*(BUILTIN_CLIENT_TOOLS if builtin else ()), *self.user_tools]
+        names = {getattr(item, "name", None) or getattr(item, "__name__", None) for item in offered}
+        servers = [t for t in mcp_tools(self.mcp if mcp is None else mcp) if t.name not in names]
+        return Toolbox([*offered, *servers])  # a tool of your own wins over a server's
+
+    def _with_instructions(self, history: ChatHistory) -> ChatHistory:
+        """``history`` whose system prompt ends with the project instructions, if any."""
+        if self.instructions:
+            history.system = "\n\n".join(p for p in (history.system, self.instructions) if p)
+        return history
+
+    def _client_tool(self, name: str) -> ClientTool:
+        """The client tool that answers a saved call: offered here, or an MCP server's."""
+        if name not in self.toolbox:
+            found = mcp_tool_named(name)
+            if found is not None:
+                return found
+        return self.toolbox.client_tool(name)
 
     def _spec(
         self,
@@ -452,6 +505,7 @@ class _Engine:
         update: bool,
         options: Mapping[str, Any] | None = None,
         attached: Iterable[Any] = (),
+        mcp: Selection = None,
     ) -> Answer:
         _check_text(question, "question")
         if not isinstance(history, ChatHistory):
@@ -459,10 +513,10 @@ class _Engine:
                 f"history must be a ChatHistory, got {type(history).__name__}; "
                 f"build one with nbchat.ChatHistory()"
             )
-        context = history.copy()
+        context = self._with_instructions(history.copy())
         context.chat_as_user(question, context=as_items(attached))
         model = model or self.llm.default_model()
-        chosen, offered = self._options(check_options(options)), self._offered(model)
+        chosen, offered = self._options(check_options(options)), self._offered(model, mcp=mcp)
         _check_tool_choice(chosen, offered)
         spec = self._spec(
             context, model, chosen, offered,
@@ -497,6 +551,11 @@ class Chat(_Engine):
         Generation options for every turn (``{"max_tokens": 500, "temperature":
         0.2}``; see :mod:`nbchat.options`), over ``NBCHAT_OPTIONS``; a thread's
         options and a call's win over them.
+    mcp
+        Which configured MCP servers' tools to offer: None (the default) or True
+        for all, False or ``"off"`` for none, a name or a list of names.
+        Servers are configured in ``mcp.json`` files only (see
+        :mod:`nbchat._mcp_config`); a question may choose again with ``mcp=``.
     """
 
     def __init__(
@@ -513,6 +572,7 @@ class Chat(_Engine):
         permissions: Iterable[str] = (),
         max_tool_rounds: int = 8,
         options: Mapping[str, Any] | None = None,
+        mcp: Selection = None,
     ) -> None:
         given = None if store is None or isinstance(store, str | os.PathLike) else store
         super().__init__(
@@ -527,6 +587,7 @@ class Chat(_Engine):
             store=None if given is not None else store,  # type: ignore[arg-type]
             user=given.user if given is not None else user,
             options=options,
+            mcp=mcp,
         )
         self.store: Store = (
             given if given is not None else open_store(self.settings.store, self.settings.user)
@@ -622,16 +683,21 @@ class Chat(_Engine):
                 raise event.error
 
     def get_thread_title(self, thread_id: int) -> str:
-        """Ask the model for a 3–5 word title (first words of the first query if it fails).
+        """Ask the model for a 3–5 word title (the question's own words if that fails).
 
         A reply longer than ``TITLE_MAX_CHARS`` or slower than ``TITLE_SECONDS``
-        counts as failed: the request is closed there.
+        counts as failed: the request is closed there. A reply that names
+        nothing ("3 to 5") is not a title, and small models (see
+        :meth:`_is_small`) are not asked: their titles read worse than the
+        question and would hold up its answer on a one-slot server.
         """
         thread = self.store.get(thread_id)
         if not thread.turns:
             raise InputError(f"thread {thread_id} has no turns to title yet; ask something first")
         first = next((t for t in thread.turns if t.answer.strip()), thread.turns[0])
-        fallback = _first_words(thread.turns[0].query)
+        fallback = question_title(thread.turns[0].query)
+        if self._is_small(thread.model):
+            return fallback
         messages = [
             {"role": "system", "content": TITLE_PROMPT},
             {"role": "user", "content": first.query[:2000]},
@@ -640,25 +706,50 @@ class Chat(_Engine):
         ]
         options = merge_options(_provider_only(self._options(_thread_options(thread))),
                                 TITLE_OPTIONS)  # fmt: skip
+        for _attempt in range(2):  # a stream the server cut short is asked once more
+            try:
+                reply = self._title_reply(messages, thread.model, options)
+            except StreamCutOff:
+                continue
+            except NbchatError:
+                return fallback
+            if reply is None:
+                return fallback
+            title = _clean_title(reply)
+            return title if title and names_something(title) else fallback
+        return fallback
+
+    def _title_reply(
+        self, messages: list[dict[str, Any]], model: str, options: Mapping[str, Any]
+    ) -> str | None:
+        """The model's whole reply to a title request; None when it ran too long or too slow.
+
+        A reply that ends with no finish reason was cut by the server (as
+        llama-cpp-python does when the next question arrives): StreamCutOff.
+        """
         stop = StopSignal()
         deadline = stop.set_after(TITLE_SECONDS)
-        events = self.llm.stream(messages, model=thread.model, options=options, stop=stop)
+        events = self.llm.stream(messages, model=model, options=options, stop=stop)
         parts: list[str] = []
-        size = 0
+        size, finished = 0, False
         try:
             for event in events:
                 if type(event) is TextDelta or type(event) is ReasoningDelta:
                     size += len(event.text)
                     if size > TITLE_MAX_CHARS:
-                        return fallback
+                        return None
                     if type(event) is TextDelta:
                         parts.append(event.text)
-        except NbchatError:
-            return fallback
+                elif type(event) is ReplyFinished:
+                    finished = event.finish_reason is not None
         finally:
             deadline.cancel()
             events.close()  # an unfinished reply closes its connection
-        return fallback if stop.is_set() else _clean_title("".join(parts)) or fallback
+        if stop.is_set():
+            return None
+        if not finished:
+            raise StreamCutOff("the title reply ended before the endpoint said it was done")
+        return "".join(parts)
 
     # -- beyond the source ----------------------------------------------------
     def threads(self) -> list[ThreadInfo]:
@@ -692,6 +783,7 @@ class Chat(_Engine):
         model: str | None = None,
         options: Mapping[str, Any] | None = None,
         context: Any = (),
+        mcp: Selection = None,
     ) -> Answer:
         """Save the query, stream the answer, append it; the Answer (raises if the turn failed).
 
@@ -700,10 +792,11 @@ class Chat(_Engine):
         attaches objects to the question, sent apart from its text and kept with
         the turn: :class:`~nbchat.context.ContextItem` objects, ``(name, object)``
         pairs or a ``{name: object}`` dict (each described with
-        :func:`nbchat.context.describe`).
+        :func:`nbchat.context.describe`). ``mcp`` chooses the MCP servers for
+        this question, as ``Chat(mcp=...)`` does for every question.
         """
         return self.iter_ask(
-            thread_id, query, model=model, options=options, context=context
+            thread_id, query, model=model, options=options, context=context, mcp=mcp
         ).result()
 
     def iter_ask(
@@ -714,6 +807,7 @@ class Chat(_Engine):
         model: str | None = None,
         options: Mapping[str, Any] | None = None,
         context: Any = (),
+        mcp: Selection = None,
     ) -> Answer:
         """Like :meth:`ask`, as a stream of events. The query is saved before this returns.
 
@@ -728,14 +822,15 @@ class Chat(_Engine):
         model = Policy.from_env().model(model or thread.model) or thread.model  # before saving
         chosen = self._options(_thread_options(thread), call_options)
         builtin = (thread.settings or {}).get("builtin_tools")
-        _check_tool_choice(chosen, self._offered(model, builtin))
+        if isinstance(chosen.get("tool_choice"), Mapping):  # only then: it may start MCP servers
+            _check_tool_choice(chosen, self._offered(model, builtin, mcp))
         abandoned = self._abandon_pending(thread)
         items = as_items(context)
         turn = self.store.start_turn(thread_id, query, model=model, context=items)
         self.store.update_turn(thread_id, turn, options=chosen)
         history = self._thread_history(thread, upto=len(thread.turns))
         history.chat_as_user(query, context=items)
-        return self._answer(thread, turn, history, model, chosen,
+        return self._answer(thread, turn, history, model, chosen, mcp=mcp,
                             before=[ToolCallAbandoned(call) for call in abandoned])
 
     def retry(self, thread_id: int) -> Answer:
@@ -773,14 +868,15 @@ class Chat(_Engine):
         update: bool = False,
         options: Mapping[str, Any] | None = None,
         context: Any = (),
+        mcp: Selection = None,
     ) -> Answer:
         """Ask with ``history`` as the context for this one request; no thread is touched.
 
         The history is left as it was unless ``update`` is true. ``context``
-        attaches objects to the question, as in :meth:`ask`.
+        attaches objects to the question and ``mcp`` chooses MCP servers, as in :meth:`ask`.
         """
         return self._history_turn(
-            question, history, model, update, options, context
+            question, history, model, update, options, context, mcp
         ).result()
 
     def iter_ask_with_history(
@@ -792,9 +888,10 @@ class Chat(_Engine):
         update: bool = False,
         options: Mapping[str, Any] | None = None,
         context: Any = (),
+        mcp: Selection = None,
     ) -> Answer:
         """:meth:`ask_with_history` as a stream of events."""
-        return self._history_turn(question, history, model, update, options, context)
+        return self._history_turn(question, history, model, update, options, context, mcp)
 
     # -- client tools ----------------------------------------------------------
     def pending_calls(self, thread_id: int | None = None) -> list[PendingCall]:
@@ -839,7 +936,7 @@ class Chat(_Engine):
         thread = self.store.get(thread_id)
         call = self._find_pending(thread, call_id)
         self._check_endpoint(thread)
-        tool = self.toolbox.client_tool(call.tool)
+        tool = self._client_tool(call.tool)
         self._check_stored_call(thread, call, tool)
         self._check_shown(thread, call, tool, response)
         context = ToolContext(self.user, thread.user, self.permissions, thread_id)
@@ -853,7 +950,7 @@ class Chat(_Engine):
         turn = self.store.claim_call(
             thread_id, call.turn, call.call_id, output=output, answer=record
         )
-        shown = ""
+        shown: str | RanCode = ""
         if acts:
             output, turn = self._act_on_answer(call, tool, answer)
             shown = tool.shown_output(call.arguments, answer)
@@ -924,6 +1021,7 @@ class Chat(_Engine):
         before: Sequence[Event] = (),
         messages: list[dict[str, Any]] | None = None,
         text: str = "",
+        mcp: Selection = None,
     ) -> Answer:
         """The turn as an Answer that can be stopped, after the events ``before`` it."""
         stop = StopSignal()
@@ -933,7 +1031,8 @@ class Chat(_Engine):
             builtin = (thread.settings or {}).get("builtin_tools")
             recorder = ThreadRecorder(self.store, thread.id, turn)
             spec = self._spec(
-                history, model, options, self._offered(model, builtin),
+                self._with_instructions(history), model, options,
+                self._offered(model, builtin, mcp),
                 tool_context=ToolContext(self.user, thread.user, self.permissions, thread.id),
                 recorder=recorder, thread_id=thread.id, turn=turn,
                 messages=list(messages or []), text=text, stop=stop,
@@ -941,7 +1040,8 @@ class Chat(_Engine):
             try:
                 yield from run_turn(spec)
             finally:  # after the front end has shown the answer: the title does not compete
-                if recorder.status == "complete" and not thread.title:
+                answered = recorder.status in ("complete", "incomplete")
+                if answered and not thread.title:
                     self._titles.start(self, thread.id)
 
         return Answer.streaming(events(), stop)
@@ -1070,20 +1170,21 @@ class LLM(_Engine):
     def __repr__(self) -> str:
         return f"LLM(model={self.model!r}, messages={len(self.history)})"
 
-    def ask(self, question: str, *, options: Mapping[str, Any] | None = None) -> str:
+    def ask(self, question: str, *, options: Mapping[str, Any] | None = None) -> AnswerText:
         """Ask with the main history, which then holds the question and the answer.
 
         ``options`` apply to this call, over the LLM's own and ``NBCHAT_OPTIONS``.
+        The text is a ``str`` whose ``status`` says whether the answer is whole.
         """
         turn = self._history_turn(question, self.history, self.model, True, options)
-        return turn.result().text
+        return AnswerText(turn.result())
 
     def ask_with_history(
         self, question: str, history: ChatHistory, *, options: Mapping[str, Any] | None = None
-    ) -> str:
+    ) -> AnswerText:
         """Ask with ``history`` for this request only; the main history is untouched."""
         turn = self._history_turn(question, history, self.model, False, options)
-        return turn.result().text
+        return AnswerText(turn.result())
 
 
 def _closed(turn: Turn) -> list[dict[str, Any]]:
@@ -1149,11 +1250,6 @@ def _check_text(value: object, what: str) -> None:
         raise InputError(f"the {what} must be text (str), got {type(value).__name__}")
     if not value.strip():
         raise InputError(f"the {what} is empty; type something to ask")
-
-
-def _first_words(text: str, count: int = 5) -> str:
-    words = re.findall(r"[\w'’+-]+", text)
-    return " ".join(words[:count]) or "Untitled"
 
 
 def _clean_title(text: str) -> str:

@@ -118,8 +118,8 @@ def estimate_tokens(text: str) -> int:
 
     Small models' tokenizers (SmolLM2, Llama) split numbers into single digits,
     so a table of numbers costs about a token a character, against one per 3–4
-    characters of prose or code. Within 0.95–1.25× of SmolLM2's own count on
-    prose, code, configuration and CSV (``benchmarks/context.py``).
+    characters of prose or code. Within 0.97–1.32× of SmolLM2's own count on
+    prose, code, configuration and CSV (``benchmarks/local_model.py``).
     """
     separate = len(_SEPARATE.findall(text))
     return separate + math.ceil((len(text) - separate) / CHARS_PER_TOKEN)

@@ -31,8 +31,9 @@
     │   ├── InvalidToolArguments       what the LLM sent breaks the schema (told to the LLM)
     │   ├── InvalidToolAnswer          the person's answer is not acceptable (told to the person)
     │   ├── ToolRequirementsNotMet     the caller may not make or answer this call
-    │   └── NoPendingCall (LookupError)
-    │       └── AlreadyAnswered        another answer to the call won the race
+    │   ├── NoPendingCall (LookupError)
+    │   │   └── AlreadyAnswered        another answer to the call won the race
+    │   └── McpServerError             an MCP server did not start, died or did not answer
     └── TurnInterrupted                the user stopped a turn; the partial answer is kept
 
 Messages say what was wrong, naming the thing, then what to do. Structured
@@ -278,3 +279,12 @@ class TurnInterrupted(NbchatError):
         super().__init__(message)
         self.thread_id = thread_id
         self.partial = partial
+
+
+class McpServerError(ToolError):
+    """An MCP server did not start, died or did not answer; ``.server`` names it."""
+
+    def __init__(self, message: str, *, server: str = "", log: str = "") -> None:
+        super().__init__(message)
+        self.server = server
+        self.log = log

@@ -16,8 +16,8 @@ from .errors import NbchatError
 from .records import PendingCall, Prompt, ToolCall, Usage
 
 __all__ = [
-    "ContextWindowed", "Event", "ReasoningBlock", "ReasoningDelta", "ReplyEvent", "ReplyFinished",
-    "TextDelta",
+    "ContextWindowed", "Event", "RanCode", "ReasoningBlock", "ReasoningDelta", "ReplyEvent",
+    "ReplyFinished", "TextDelta",
     "ToolCall", "ToolCallAbandoned",
     "ToolCallPending", "ToolCallRequested", "ToolResult", "TurnFailed", "TurnFinished",
     "TurnStarted", "TurnStatus", "Usage", "UsageReported",
@@ -84,6 +84,34 @@ class TurnStarted:
 
 
 @dataclass(frozen=True)
+class RanCode:
+    """What running code did, as the person sees it: the code, what it printed, its value, error."""
+
+    code: str
+    edited: bool = False
+    stdout: str = ""
+    stderr: str = ""
+    result: str | None = None
+    error: str | None = None
+
+    @property
+    def heading(self) -> str:
+        lines = len(self.code.rstrip().splitlines()) or 1
+        what = "your edited code" if self.edited else "the code"
+        return f"ran {what} ({lines} line{'s' * (lines != 1)})"
+
+    def __str__(self) -> str:
+        parts = [f"{self.heading}:", self.code.rstrip()]
+        for label, text in (("printed", self.stdout), ("stderr", self.stderr),
+                            ("value", self.result), ("error", self.error)):  # fmt: skip
+            if text:
+                parts.append(f"{label}:\n{text.rstrip()}")
+        if len(parts) == 2:
+            parts.append("(it printed nothing and has no value)")
+        return "\n".join(parts)
+
+
+@dataclass(frozen=True)
 class ToolResult:
     """A tool call got its output (kernel tool ran, or a client-tool answer was accepted).
 
@@ -94,7 +122,7 @@ class ToolResult:
     call: ToolCall
     output: str
     is_error: bool = False
-    shown: str = ""
+    shown: str | RanCode = ""
 
 
 @dataclass(frozen=True)

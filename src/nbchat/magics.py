@@ -131,6 +131,12 @@ class ChatMagics(Magics):
         help="When code the model wants to run needs your yes: 'always', 'risky' (all code "
         "but what the allowlist proves harmless) or 'never-ask'. NBCHAT_MAX_APPROVAL caps it.",
     ).tag(config=True)
+    instructions = CaselessStrEnum(
+        ("auto", "off"), None, allow_none=True,
+        help="'auto': add the nearest AGENTS.md or .nbchat.md (the notebook's folder or a "
+        "parent up to your home folder, only from folders only you can write) to the system "
+        "prompt; 'off'; None: NBCHAT_INSTRUCTIONS, else off.",
+    ).tag(config=True)
     context_budget = Int(
         2000, help="Tokens each @name (or --figure, --fix) description may take at most."
     ).tag(config=True)
@@ -301,6 +307,9 @@ class ChatMagics(Magics):
               help="Write thread ID to PATH: .md (Markdown) or .ipynb (a notebook).")
     @argument_group("Other")
     @argument("--models", action="store_true", help="List the models the endpoint offers.")
+    @argument("--mcp", nargs="?", const="", metavar="SERVERS",
+              help="Alone: list the MCP servers, their state and their tools. Before a "
+                   "question: offer only these servers' tools (comma-separated), or off.")
     @argument("--key", action="store_true",
               help="Give the endpoint's API key at a hidden prompt; it is kept in this "
                    "kernel's memory only, never shown or saved.")
@@ -328,6 +337,7 @@ class ChatMagics(Magics):
           %chat --list | --show [ID] | --use ID | --new [-m MODEL] [-s SYSTEM]
           %chat --rename ID TITLE | --delete ID | --export ID PATH | --search TEXT
           %chat --models | --key | --panel [--side] | --error [MORE] | --answer [CALL] VALUE
+          %chat --mcp | --mcp SERVER[,SERVER] QUESTION | --mcp off QUESTION
           %chat --retry [-t ID]
           %chat --fix [MORE] | --figure QUESTION | --agent QUESTION
 
@@ -341,11 +351,14 @@ class ChatMagics(Magics):
         from the question (not inside `code` or an e-mail address); a figure
         or image goes as a picture. With ``--agent`` the model may also look
         at the notebook and ask to run code: you answer Run, Edit or Reject.
+        Tools of the MCP servers configured in ``mcp.json`` are offered too
+        (``--mcp`` lists them; ``--mcp off`` or ``--mcp SERVER`` chooses for one
+        question); a tool the server does not mark read-only asks Run / Reject.
         Errors are one line, with what to do.
 
         Settings: ``%config ChatMagics.model = "MODEL"`` (also base_url,
         provider, store, user, system, live, max_updates_per_second, tools,
-        builtin_tools, agent, approval, context_budget, panel_area, prices, and
+        builtin_tools, agent, approval, instructions, context_budget, panel_area, prices, and
         ``options = {"max_tokens": 500}``), else the NBCHAT_* environment variables.
 
         The panel: Enter sends, Shift+Enter adds a line, Escape stops the
@@ -402,6 +415,12 @@ class ChatMagics(Magics):
             text = "\n".join(part for part in (text, cell.strip("\n").rstrip()) if part)
         if opts.side and not opts.panel:
             raise UsageError("--side goes with --panel: %chat --panel --side")
+        if opts.mcp == "":
+            if text:
+                raise UsageError("--mcp before a question names the servers to use, or off: "
+                                 "%chat --mcp files QUESTION; alone it lists them")
+            self._cmd_mcp()
+            return None
         commands = [name for name in COMMANDS if getattr(opts, name) not in (None, False)]
         if len(commands) > 1:
             raise UsageError(f"use one command at a time, not --{' and --'.join(commands)}")
@@ -479,10 +498,13 @@ class ChatMagics(Magics):
                 f"(%env NBCHAT_BASE_URL=… then %chat --key, or NBCHAT_LOCAL_MODEL=a larger "
                 f".gguf), or ask without --agent"
             )
-        if items:
+        found = self._instructions()
+        chat.instructions = found.system_text() if found is not None else ""
+        if items or found is not None:
             from .context import context_line
 
-            print(context_line(items))
+            shown = [context_line(items)] if items else []
+            print("; ".join(shown + ([found.summary] if found is not None else [])))
         if opts.history is not None:
             if opts.thread is not None or opts.new:
                 raise UsageError("-H asks with a ChatHistory, not in a thread: drop -t/-n")
@@ -491,19 +513,34 @@ class ChatMagics(Magics):
                                  "--set or --builtin-tools in; drop them")
             history = self._user_history(opts.history, opts.system)
             events = chat.iter_ask_with_history(
-                question, history, model=opts.model, options=options, context=items
+                question, history, model=opts.model, options=options, context=items,
+                mcp=opts.mcp,
             )
         else:
             thread_id = self._thread_for(opts)
             if opts.set or opts.builtin_tools:
                 self._set_thread(opts, thread_id, quiet=True)
             events = chat.iter_ask(
-                thread_id, question, model=opts.model, options=options, context=items
+                thread_id, question, model=opts.model, options=options, context=items,
+                mcp=opts.mcp,
             )
         result = self._shown(self._render(events, opts))
         if opts.code:
             self._code_to_next_cell(result.text)
         return result
+
+    def _instructions(self) -> Any:
+        """The project instructions for this question, when the person opted in."""
+        from .config import ENV_INSTRUCTIONS
+
+        setting = self.instructions or os.environ.get(ENV_INSTRUCTIONS, "").strip().lower()
+        if setting != "auto":
+            return None
+        from .instructions import find_instructions
+
+        notebook = os.environ.get("JPY_SESSION_NAME", "")
+        folder = Path(notebook).parent if os.path.isabs(notebook) else Path.cwd()
+        return find_instructions(folder)
 
     @staticmethod
     def _shown(result: RenderResult) -> RenderResult:
@@ -673,6 +710,11 @@ class ChatMagics(Magics):
         self.thread_id = self._thread_for(opts)
         model = self.chat.store.get(self.thread_id).model
         print(f"Thread {self.thread_id} ({model}) is now current.")
+
+    def _cmd_mcp(self) -> None:
+        from ._mcp_tools import overview
+
+        print(overview())
 
     def _cmd_list(self, opts: Any, text: str) -> None:
         from ._views import threads_table

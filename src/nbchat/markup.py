@@ -61,6 +61,15 @@ __all__ = [
     "text",
 ]
 
+# Marks from the WGL4 set, which every font draws: no output shows an empty box
+# where no emoji font is installed (Debian's Chromium, many hub images).
+MARK_TOOL = "►"
+MARK_WAITING = "○"
+MARK_STOPPED = "■"
+MARK_PROBLEM = "‼"
+MARK_QUESTION = "?"
+MARK_CUT = "…"
+
 TAGS = frozenset({
     "a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt",
     "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "kbd", "li", "ol", "p", "pre", "s",
@@ -74,6 +83,7 @@ _TOKEN_CLASSES = frozenset(c for c in STANDARD_TYPES.values() if c)
 CLASSES = {
     "span": _TOKEN_CLASSES | {"math", "nbchat-dim", "nbchat-error", "nbchat-ok", "nbchat-name"},
     "div": frozenset({"math", "nbchat-answer", "nbchat-block", "nbchat-note", "nbchat-tool",
+                      "nbchat-error",
                       "nbchat-reason"}),
     "pre": frozenset({"nbchat-code"}),
     "p": frozenset({"nbchat-note", "nbchat-error", "nbchat-dim"}),
@@ -87,6 +97,7 @@ STYLE = """<style>
 .nbchat-md .nbchat-error{color:var(--jp-error-color1,#d32f2f)}
 .nbchat-md .nbchat-ok{color:var(--jp-success-color1,#388e3c)}
 .nbchat-md details.nbchat-reasoning{color:var(--jp-ui-font-color2,#666)}
+.nbchat-md details.nbchat-ran>summary{color:var(--jp-ui-font-color2,#666)}
 .nbchat-md .k,.nbchat-md .kn,.nbchat-md .kc,.nbchat-md .kd,.nbchat-md .kr,.nbchat-md .ow
 {color:var(--jp-mirror-editor-keyword-color,#008000);font-weight:bold}
 .nbchat-md .s,.nbchat-md .s1,.nbchat-md .s2,.nbchat-md .sd,.nbchat-md .sa,.nbchat-md .si

@@ -85,6 +85,7 @@ from .errors import (
     ToolError,
     ToolRequirementsNotMet,
 )
+from .events import RanCode
 
 Arguments = str | Mapping[str, Any]
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -304,11 +305,12 @@ class ClientTool(Tool):
         """An answer to give without asking the person (a policy allows it); None asks."""
         return None
 
-    def shown_output(self, arguments: dict[str, Any], answer: object) -> str:
+    def shown_output(self, arguments: dict[str, Any], answer: object) -> str | RanCode:
         """What the person should see of what the answer did, once :meth:`output` ran.
 
-        Empty by default. A tool that acts on its answer (runs code, say) returns
-        what that did, and the front end shows it under the tool's line.
+        Empty by default. A tool that acts on its answer returns what that did:
+        text, shown under the tool's line, or the :class:`~nbchat.events.RanCode`
+        of code it ran, shown as the code (folded), its output, value and error.
         """
         return ""
 

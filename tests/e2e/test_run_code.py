@@ -51,8 +51,10 @@ def test_edit_then_run_runs_the_edited_code(notebook, scripted_server, tmp_path)
     nb.screenshot("2-editing")
     out.get_by_role("button", name=re.compile(r"Run edited")).click()
     nb.wait_for_text(1, "The median is 10.0.")
-    nb.wait_for_text(1, "▶ ran (edited):")  # what ran and its result, in the cell
-    assert "result:\n10.0" in out.inner_text()
+    nb.wait_for_text(1, "► ran your edited code (2 lines)")  # folded, then its value
+    shown = out.inner_text()
+    assert "10.0" in shown.split("► ran your edited code (2 lines)", 1)[1]
+    assert "result:" not in shown and "chars" not in shown  # not the text for the model
     assert run.is_disabled() and editor.is_disabled()
     nb.screenshot("3-ran-edited")
     told = [r.messages[-1]["content"] for r in scripted_server.chat_requests

@@ -269,7 +269,7 @@ def _status_error(
     if rejected:
         return OptionRejected(
             f"the model endpoint at {url} rejected the option {rejected} "
-            f"(HTTP {status}: {detail}); change or remove it",
+            f"(HTTP {status}: {_line_naming(rejected, detail)}); change or remove it",
             url=url,
             status=status,
             option=rejected,
@@ -308,6 +308,14 @@ def _status_error(
         url=url,
         status=status,
     )
+
+
+def _line_naming(option: str, detail: str, limit: int = 200) -> str:
+    """The line of a (maybe multi-line) error text that names ``option``, whitespace folded."""
+    lines = [line for line in detail.splitlines() if line.strip()] or [detail]
+    line = next((x for x in lines if re.search(rf"\b{re.escape(option)}\b", x)), lines[0])
+    line = " ".join(line.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _rejected_option(status: int, detail: str, options: Collection[str]) -> str | None:
