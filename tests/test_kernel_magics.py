@@ -499,6 +499,19 @@ def test_the_fallback_notice_appears_once_in_the_cell(tmp_path: Path) -> None:
     assert [o["data"]["text/plain"] for o in second.outputs] == ["3 + 3 = 6."]
 
 
+def test_a_note_from_python_in_a_kernel_is_not_on_stderr(tmp_path: Path) -> None:
+    # nbchat used from Python before any %chat: the note is a plain line, not red stderr.
+    env = kernel_env(tmp_path / "k", NBCHAT_STORE=str(tmp_path / "store"), NBCHAT_USER=USER,
+                     NBCHAT_LOCAL_MODEL="off")
+    with Kernel(env) as fresh:
+        run = fresh.run("from nbchat import LLM\nLLM().ask('What is 2+2?')", interactive=False)
+    assert run.status == "ok", run.text()
+    assert (run.stderr, run.stdout) == ("", (
+        "nbchat: no endpoint configured, so the offline demo model answers; connect a real "
+        "model with %env NBCHAT_BASE_URL=https://api.openai.com/v1 then %chat --key\n"
+    ))
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A throwaway venv with the built wheel installed; its dependencies come from ours."""

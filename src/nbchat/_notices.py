@@ -1,10 +1,11 @@
 """Informational notes: one short, calm line, shown by whichever front end is active.
 
 The core announces things that are not errors (which model answers, a server
-starting) through :func:`notify`. In plain Python a note is a line on stderr;
-``%load_ext nbchat`` replaces the notifier with one that shows a dimmed note
-in the cell, because Jupyter paints stderr red and a newcomer reads red as a
-failure. Errors are never notes: they are raised.
+starting) through :func:`notify`. In plain Python a note is a line on stderr.
+Jupyter paints stderr red and a newcomer reads red as a failure, so in a
+Jupyter kernel a note goes to stdout, and ``%load_ext nbchat`` (or the first
+``%chat``) replaces the notifier with one that shows a dimmed note in the
+cell. Errors are never notes: they are raised.
 """
 
 from __future__ import annotations
@@ -17,8 +18,13 @@ Notifier = Callable[[str], None]
 
 
 def print_note(text: str) -> None:
-    """The plain-Python notifier: the note as one line on stderr."""
-    print(text, file=sys.stderr, flush=True)
+    """The plain-Python notifier: the note as one line on stderr (stdout in a Jupyter kernel)."""
+    print(text, file=sys.stdout if _in_jupyter_kernel() else sys.stderr, flush=True)
+
+
+def _in_jupyter_kernel() -> bool:
+    """Whether stderr is a Jupyter kernel's stream, which front ends show as an error."""
+    return type(sys.stderr).__module__.startswith("ipykernel.")
 
 
 _notifier: Notifier = print_note

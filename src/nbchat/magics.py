@@ -590,10 +590,7 @@ class ChatMagics(Magics):
         notebook = Notebook(self.shell)
         attached = notebook.attach(question, budget)
         if attached.unresolved:
-            print(
-                f"nbchat: not defined here, no context attached: {', '.join(attached.unresolved)}",
-                file=sys.stderr,
-            )
+            notify(f"not defined here, no context attached: {', '.join(attached.unresolved)}")
         items = list(attached.items)
         if opts.figure:
             figure = notebook.last_figure()
