@@ -65,12 +65,12 @@ def test_enter_while_an_answer_streams_does_not_send_a_second_question(chat, scr
     with pytest.raises(InputError, match="an answer is streaming; stop it"):
         panel.select(other)  # the answer's thread stays shown
     panel.delete()
-    assert panel.status.startswith("⚠ an answer is streaming") and panel.confirm == ""
+    assert panel.status.startswith("‼ an answer is streaming") and panel.confirm == ""
 
     panel.value = "another"
     panel.submit()
 
-    assert panel.status.startswith("⚠ an answer is still streaming")
+    assert panel.status.startswith("‼ an answer is still streaming")
     assert panel.value == "another"
     panel.stop()
     assert panel.wait(30)
@@ -373,7 +373,7 @@ def test_prices_set_while_the_panel_is_open_apply_at_once(shell, scripted_server
     assert all("≈ $" in line for line in footer_lines(panel))
 
     shell.run_cell('%config ChatMagics.prices = {"scripted-small": "cheap"}')
-    assert panel.status.startswith("⚠ prices: the price of 'scripted-small' must be two numbers")
+    assert panel.status.startswith("‼ prices: the price of 'scripted-small' must be two numbers")
 
 
 def test_the_gauge_shows_the_last_turn_s_context_against_the_model_s_size(tmp_path):
@@ -418,7 +418,7 @@ def test_the_browser_s_intents_drive_the_panel_and_bad_ones_say_why(chat):
     assert panel.confirm == "" and len(chat.threads()) == 2
 
     panel._handle_custom_msg({"event": "select", "value": 99}, [])  # gone, or never there
-    assert panel.status.startswith("⚠ ") and "99" in panel.status and panel.thread_id == first
+    assert panel.status.startswith("‼ ") and "99" in panel.status and panel.thread_id == first
     panel._handle_custom_msg({"event": "select", "value": True}, [])  # not an id: ignored
     panel._handle_custom_msg({"event": "eval", "value": "x"}, [])  # not an intent: ignored
     assert panel.thread_id == first

@@ -377,15 +377,15 @@ def test_an_error_shows_in_the_status_line_and_keeps_the_input(chat, scripted_se
     panel.value = "Is anyone there?"
     panel.submit()
 
-    assert panel.status.startswith("⚠ ") and f"thread id {thread}" in panel.status
+    assert panel.status.startswith("‼ ") and f"thread id {thread}" in panel.status
     assert panel.value == "Is anyone there?"
 
     panel.value = "  "
     panel.submit()
-    assert panel.status == "⚠ the question is empty; type something to ask"
+    assert panel.status == "‼ the question is empty; type something to ask"
 
     panel.rename("x")
-    assert "⚠" in panel.status
+    assert "‼" in panel.status
 
 
 def test_model_list_errors_show_in_the_panel(tmp_path):
@@ -394,7 +394,7 @@ def test_model_list_errors_show_in_the_panel(tmp_path):
             base_url=server.url, api_key="wrong", model="scripted-small", store=tmp_path / "s"
         )
         panel = ChatPanel(chat=chat)
-    assert panel.status.startswith("⚠ ")
+    assert panel.status.startswith("‼ ")
     assert "wrong" not in panel.status  # never the key
     assert panel.models == ["scripted-small"]
 
@@ -463,14 +463,14 @@ def test_a_failed_turn_shows_its_error_and_gives_the_question_back(chat, scripte
     panel.value = "please break"
     panel.submit()
 
-    assert panel.status.startswith("⚠ ") and "the prompt is too long" in panel.status
+    assert panel.status.startswith("‼ ") and "the prompt is too long" in panel.status
     assert panel.value == "please break"
     (turn,) = chat.store.get(panel.thread_id).turns
     assert turn.status == "failed"
     html = panel.conversation.data["text/html"]
-    assert visible(html) == f"You\nplease break\nAssistant · scripted-small\n⚠ {turn.error}"
-    assert body(html).endswith(f'<p class="nbchat-error">⚠ {escape(turn.error)}</p>')
-    assert panel.conversation.text.endswith(f"\n\n⚠ {turn.error}")
+    assert visible(html) == f"You\nplease break\nAssistant · scripted-small\n‼ {turn.error}"
+    assert body(html).endswith(f'<p class="nbchat-error">‼ {escape(turn.error)}</p>')
+    assert panel.conversation.text.endswith(f"\n\n‼ {turn.error}")
 
 
 def test_no_pending_calls_show_nothing(chat, capsys):

@@ -32,7 +32,7 @@ NO_TURNS = "No questions yet in this thread. Ask something below."
 
 def _label(turn: Turn) -> str:
     if turn.status == "failed":
-        return f"⚠ {turn.error or 'the answer failed'}"
+        return f"{markup.MARK_PROBLEM} {turn.error or 'the answer failed'}"
     return STATUS_LABELS.get(turn.status, "")
 
 

@@ -255,7 +255,7 @@ class ChatPanel(anywidget.AnyWidget):
     # -- what it shows -------------------------------------------------------------
     @property
     def status(self) -> str:
-        """The status line's text (errors start with ⚠)."""
+        """The status line's text (errors start with ‼)."""
         return self.status_text
 
     @property
@@ -288,7 +288,7 @@ class ChatPanel(anywidget.AnyWidget):
 
     def show_error(self, error: BaseException | str) -> None:
         """Show ``error`` in the status line."""
-        self._set_status(f"⚠ {error}", "error")
+        self._set_status(f"{markup.MARK_PROBLEM} {error}", "error")
 
     # -- what a person does ----------------------------------------------------------
     @shows_errors
