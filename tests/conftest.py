@@ -20,6 +20,7 @@ _CLEARED = (
 def _isolated_environment(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ):
+    before = dict(os.environ)  # a test may set variables itself (%env does): all go at the end
     for var in list(os.environ):
         if var.startswith("NBCHAT_") or var in _CLEARED:
             monkeypatch.delenv(var)
@@ -29,3 +30,7 @@ def _isolated_environment(
     config = tmp_path_factory.mktemp("jupyter-config")
     monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(config))
     monkeypatch.setenv("NBCHAT_MCP_ADMIN_CONFIG", str(config / "admin-mcp.json"))
+    yield
+    for var in set(os.environ) - set(before):
+        del os.environ[var]
+    os.environ.update(before)

@@ -513,7 +513,10 @@ def test_discovery_skips_a_local_model_that_cannot_start(no_ollama, monkeypatch,
 
 
 def test_chat_turns_with_context_and_a_title(server: local.LocalServer, tmp_path: Path):
-    chat = nbchat.Chat(base_url=server.url, model=server.model, store=tmp_path / "store")
+    # Bounded and greedy: at its default temperature the 135M model now and then loops
+    # until its context is full, which takes minutes on a busy machine.
+    chat = nbchat.Chat(base_url=server.url, model=server.model, store=tmp_path / "store",
+                       options={"temperature": 0.0, "max_tokens": 300})  # fmt: skip
     thread = chat.new_thread()
     first = chat.ask(thread, "What is the capital of France?")
     second = chat.ask(thread, "And what river runs through it?")

@@ -312,8 +312,8 @@ class _Titles:
                 target=self._title, args=(chat, thread_id), daemon=True,
                 name=f"nbchat-title-{thread_id}",
             )  # fmt: skip
+            worker.start()  # under the lock: wait() never meets a worker not yet started
             self._workers[thread_id] = worker
-        worker.start()
 
     def wait(self, timeout: float | None = None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
