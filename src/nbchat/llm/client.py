@@ -135,15 +135,7 @@ class LLMClient:
         if stop is not None and stop.is_set():
             return
         model = Policy.from_env().model(model) or model
-        grammar = self._grammar_tool(tools, options)
-        if grammar is not None:
-            messages, options, response_format = _grammar.request(messages, grammar, options)
-            tools = None
-        if self.template_has_tools() is False:
-            messages = _grammar.plain_rounds(messages)
-        body = self.provider.chat_body(messages, model, tools, stream=True, options=options)
-        if grammar is not None:
-            body["response_format"] = response_format
+        body, grammar = self._chat_body(messages, model, tools, options, stream=True)
         with _http.redacting():
             if stop is None:
                 response = self._send_chat(body, model, messages, options)
@@ -184,15 +176,7 @@ class LLMClient:
     ) -> Reply:
         """One whole chat reply, without streaming."""
         model = Policy.from_env().model(model) or model
-        grammar = self._grammar_tool(tools, options)
-        if grammar is not None:
-            messages, options, response_format = _grammar.request(messages, grammar, options)
-            tools = None
-        if self.template_has_tools() is False:
-            messages = _grammar.plain_rounds(messages)
-        body = self.provider.chat_body(messages, model, tools, stream=False, options=options)
-        if grammar is not None:
-            body["response_format"] = response_format
+        body, grammar = self._chat_body(messages, model, tools, options, stream=False)
         with _http.redacting():
             response = self._send_chat(body, model, messages, options)
             try:
@@ -265,6 +249,28 @@ class LLMClient:
                     data = {}
             self._props = data if isinstance(data, dict) else {}
         return self._props
+
+    def _chat_body(
+        self,
+        messages: Sequence[dict[str, Any]],
+        model: str,
+        tools: Sequence[dict[str, Any]] | None,
+        options: Mapping[str, Any] | None,
+        *,
+        stream: bool,
+    ) -> tuple[dict[str, Any], Mapping[str, Any] | None]:
+        """The request body, and the tool whose schema is its grammar (None: an ordinary one)."""
+        grammar = self._grammar_tool(tools, options)
+        response_format = None
+        if grammar is not None:
+            messages, options, response_format = _grammar.request(messages, grammar, options)
+            tools = None
+        if self.template_has_tools() is False:
+            messages = _grammar.plain_rounds(messages)
+        body = self.provider.chat_body(messages, model, tools, stream=stream, options=options)
+        if response_format is not None:
+            body["response_format"] = response_format
+        return body, grammar
 
     def _grammar_tool(
         self, tools: Sequence[dict[str, Any]] | None, options: Mapping[str, Any] | None
