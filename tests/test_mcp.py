@@ -443,3 +443,18 @@ def test_the_reference_filesystem_server_reads_at_once_and_asks_to_write(
     assert not (folder / "b.txt").exists()
     assert chat.answer_tool_call(thread, "run").text == "Written."
     assert (folder / "b.txt").read_text() == "beta"
+
+
+def test_the_panel_shows_whose_tools_the_next_question_may_use(configure, scripted_server, tmp_path):
+    from nbchat.widgets import ChatPanel
+
+    panel = ChatPanel(base_url=scripted_server.url, store=tmp_path / "s", model="scripted-small")
+    assert panel.tools_line == ""  # nothing configured: no line
+    configure()
+    scripted_server.script(Reply("Hi."))
+    panel.value = "hi"
+    panel.submit()
+    assert panel.tools_line == "MCP tools: t (running, 10 tools)"
+    off = ChatPanel(Chat(base_url=scripted_server.url, store=tmp_path / "s", mcp="off"))
+    assert off.tools_line == ""
+    assert [s.state for s in session_servers().status()] == ["running"]  # the panel started none

@@ -289,6 +289,7 @@ function render({ model, el }) {
 
   const status = node("div", "nbchat-status");
   status.setAttribute("role", "status");
+  const toolsLine = node("div", "nbchat-status nbchat-dim nbchat-tools-line");
 
   // -- composer: chips, the box, the bar with model, usage, send/stop
   const composer = node("div", "nbchat-composer");
@@ -312,7 +313,7 @@ function render({ model, el }) {
   field.append(box, bar);
   composer.append(chips, field);
 
-  el.append(header, usage, confirm, threadsPop, scroll, status, composer);
+  el.append(header, usage, confirm, threadsPop, scroll, status, toolsLine, composer);
 
   // ---------------------------------------------------------- drawing state
   let filter = "";
@@ -698,6 +699,11 @@ function render({ model, el }) {
   on("change:streaming", drawStreaming);
   on("change:status_text change:status_kind change:usage_text", drawStatus);
   on("change:gauge", drawGauge);
+  const drawToolsLine = () => {
+    toolsLine.textContent = model.get("tools_line"); // text from the config, never markup
+    toolsLine.hidden = !model.get("tools_line");
+  };
+  on("change:tools_line", drawToolsLine);
   on("change:models change:model", drawModels);
   on("change:variables change:picked change:attachable", drawChips);
   on("change:prompts", drawPrompts);
@@ -710,6 +716,7 @@ function render({ model, el }) {
   drawLive();
   drawStatus();
   drawGauge();
+  drawToolsLine();
   drawModels();
   drawChips();
   drawStreaming();

@@ -56,6 +56,7 @@ from IPython import get_ipython
 from traitlets import Bool, Dict, Float, Instance, Int, List, Unicode
 
 from . import markup
+from ._mcp_tools import servers_line
 from ._messages import conversation_view, message, thread_view
 from ._panel_stream import LiveSink, Stoppable, mentioned
 from ._prompts import (
@@ -170,6 +171,9 @@ class ChatPanel(anywidget.AnyWidget):
     status_text = Unicode("", help="The status line.").tag(sync=True)
     status_kind = Unicode("dim", help="'dim' or 'error'.").tag(sync=True)
     usage_text = Unicode("", help="The thread's usage totals.").tag(sync=True)
+    tools_line = Unicode("", help="Whose MCP tools the next question may use ('' if none).").tag(
+        sync=True
+    )
     gauge = Dict(help="Context used on the last turn, the model's size, cached tokens, cost.").tag(
         sync=True
     )
@@ -649,6 +653,7 @@ class ChatPanel(anywidget.AnyWidget):
             self.hidden = first
             self.usage_text = thread_usage_line(turns, self._prices)
             self.gauge = self._gauge(thread) if thread is not None else {}
+            self.tools_line = _tools_line(self.chat)
 
     def _gauge(self, thread: Thread) -> dict[str, Any]:
         """The context the last answered turn used, against the model's size; the cost so far."""
@@ -696,3 +701,11 @@ _INTENTS = {
 
 def _label(title: str, thread_id: int) -> str:
     return f"{title or 'Untitled'} (#{thread_id})"
+
+
+def _tools_line(chat: Chat) -> str:
+    """Whose MCP tools the next question may use, from the configuration (starts nothing)."""
+    try:
+        return servers_line(chat.mcp)
+    except NbchatError as error:  # a damaged mcp.json: say so where the tools would be
+        return f"MCP tools: {error}"
