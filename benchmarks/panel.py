@@ -86,9 +86,13 @@ class _Wire:
 
 
 def _state_bytes(panel: ChatPanel) -> tuple[int, int]:
-    """The JSON of what the panel opens with: its state, and its front-end code."""
+    """The JSON of what the panel opens with: its state, and the front-end code sent with it.
+
+    The code proper is served once by Jupyter Server (``nbchat._static``) and
+    cached by the browser; what each panel sends is its loader.
+    """
     state = panel.get_state()
-    code = len(state.pop("_esm").encode()) + len(state.pop("_css").encode())
+    code = len(state.pop("_esm").encode()) + len(state.pop("_css", "").encode())
     return len(json.dumps(state).encode()), code
 
 

@@ -47,7 +47,6 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import anywidget
@@ -55,7 +54,7 @@ import ipywidgets as widgets
 from IPython import get_ipython
 from traitlets import Bool, Dict, Float, Instance, Int, List, Unicode
 
-from . import markup
+from . import _panel_assets, markup
 from ._mcp_tools import servers_line
 from ._messages import conversation_view, message, thread_view
 from ._panel_stream import LiveSink, Stoppable, mentioned
@@ -86,17 +85,10 @@ __all__ = [
     "show_tool_prompts",
 ]
 
-_HERE = Path(__file__).parent
 AREAS = ("cell", "side")
 HISTORY_SIZE = 50
 SIDE_NOTE = "nbchat: the chat panel is open in JupyterLab's right side area."
 PLACEHOLDER = "Ask something… (@name attaches a variable)"
-
-
-def _stylesheet() -> str:
-    """The panel's own rules and the renderer's, which its answers need."""
-    own = (_HERE / "_panel.css").read_text(encoding="utf-8")
-    return own + markup.STYLE.removeprefix("<style>").removesuffix("</style>")
 
 
 @dataclass(frozen=True)
@@ -146,8 +138,7 @@ class ChatPanel(anywidget.AnyWidget):
     made or continued elsewhere.
     """
 
-    _esm = (_HERE / "_panel.js").read_text(encoding="utf-8")
-    _css = _stylesheet()
+    _esm = _panel_assets.loader()  # the code itself comes from the server, else on request
 
     area = Unicode("cell", help="'cell' or 'side'.").tag(sync=True)
     threads = List(Dict(), help="The store's threads, newest first: id, title, label.").tag(
@@ -463,6 +454,9 @@ class ChatPanel(anywidget.AnyWidget):
                 changed = bool(self._on_poll())
             finally:
                 self.send({"event": "polled", "changed": changed})
+        elif event == "assets":  # no Jupyter Server serves the code to this front end
+            self.send({"event": "assets", "code": _panel_assets.code(),
+                       "css": _panel_assets.stylesheet()})  # fmt: skip
         elif event == "focused":
             self._focus_steal = False
         elif event == "select" and isinstance(value, int) and not isinstance(value, bool):

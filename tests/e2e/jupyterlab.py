@@ -180,7 +180,10 @@ def _lab_command(port: int, token: str, root_dir: Path) -> list[str]:
 
 @contextmanager
 def start_jupyterlab(
-    base_dir: Path, env: Mapping[str, str] | None = None, timeout: float = 60
+    base_dir: Path,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 60,
+    server_config: Mapping[str, object] | None = None,
 ) -> Iterator[JupyterLab]:
     """Run an isolated `jupyter-lab` under `base_dir` until the block exits.
 
@@ -193,11 +196,17 @@ def start_jupyterlab(
         Extra environment for the server and so for every kernel it starts.
     timeout
         Seconds to wait for `/api/status` to answer.
+    server_config
+        Written as the server's user `jupyter_server_config.json` (it wins over
+        the environment's, which the package installs).
     """
     root_dir = base_dir / "root"
     root_dir.mkdir(parents=True)
     full_env = server_env(base_dir, env)
     _write_lab_settings(Path(full_env["JUPYTER_CONFIG_DIR"]))
+    if server_config is not None:
+        config_file = Path(full_env["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.json"
+        config_file.write_text(json.dumps(server_config))
     token = secrets.token_hex(24)
     port = free_port()
     log_path = base_dir / "server.log"

@@ -1,0 +1,74 @@
+"""Where the panel's code comes from: Jupyter Server's route, else the kernel, in Chromium.
+
+The package enables ``nbchat._static``, so JupyterLab serves the panel's
+versioned module and stylesheet and a panel's own messages carry only its
+state and a small loader. Without that route (another front end, or the
+extension switched off) the loader asks the kernel, and the panel works the same.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from playwright.sync_api import Page
+
+from nbchat import _panel_assets
+from nbchat.testing import Reply
+
+from .jupyterlab import JupyterLab, open_notebook, start_jupyterlab
+
+pytestmark = pytest.mark.e2e
+
+SETUP = """\
+import os
+os.environ.update(NBCHAT_BASE_URL={url!r}, NBCHAT_MODEL="scripted-small", NBCHAT_STORE={store!r})
+%load_ext nbchat
+"""
+ANSWER = "Use <b>pandas</b> & read_csv."
+
+
+def ask_in_the_panel(page: Page, lab: JupyterLab, server, store) -> None:
+    server.script(Reply(ANSWER))
+    nb = open_notebook(page, lab, [SETUP.format(url=server.url, store=str(store)), "%chat --panel"])
+    nb.run_cell(0)
+    nb.run_cell(1)
+    box = page.locator(".nbchat-input-box").first
+    box.wait_for(timeout=30_000)
+    box.fill("How do I read a CSV?")
+    box.press("Enter")
+    page.get_by_text("read_csv.").first.wait_for(timeout=30_000)
+    # The stylesheet is in force: the panel's own rules apply, however it came.
+    assert page.locator(".nbchat-panel").first.evaluate(
+        "el => getComputedStyle(el).display") == "flex"
+
+
+def test_jupyterlab_serves_the_panels_code_and_the_panel_sends_only_a_loader(
+    jupyterlab, page, scripted_server, tmp_path
+):
+    ask_in_the_panel(page, jupyterlab, scripted_server, tmp_path / "store")
+    version = _panel_assets.version()
+    assert page.locator(f'link[href$="/nbchat/static/panel-{version}.css"]').count() == 1
+    assert page.locator(f"style#nbchat-panel-css-{version}").count() == 0
+    base = f"{jupyterlab.url}/nbchat/static"
+    with httpx.Client(trust_env=False) as http:
+        served = http.get(f"{base}/panel-{version}.js")
+        assert served.status_code == 200 and served.text == _panel_assets.code()
+        assert "immutable" in served.headers["cache-control"]
+        assert http.get(f"{base}/_static.py").status_code == 404  # only the two files
+    assert len(_panel_assets.loader()) < 4000  # what each panel sends besides its state
+
+
+def test_without_the_route_the_kernel_sends_the_code_and_the_panel_works(
+    browser, scripted_server, tmp_path
+):
+    off = {"ServerApp": {"jpserver_extensions": {"nbchat._static": False}}}
+    with start_jupyterlab(tmp_path / "lab", server_config=off) as lab:
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        page = context.new_page()
+        try:
+            ask_in_the_panel(page, lab, scripted_server, tmp_path / "store")
+            version = _panel_assets.version()
+            assert page.locator(f"style#nbchat-panel-css-{version}").count() == 1
+            assert page.locator('link[href*="/nbchat/static/"]').count() == 0
+        finally:
+            context.close()
