@@ -70,3 +70,9 @@ def usage_from(
 
 def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def listed_ids(data: Any) -> list[str]:
+    """The sorted ``id`` of each entry of a ``{"data": [...]}`` models list (OpenAI's shape)."""
+    items = data.get("data", []) if isinstance(data, dict) else []
+    return sorted(str(item["id"]) for item in items if isinstance(item, dict) and "id" in item)

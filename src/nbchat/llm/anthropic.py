@@ -35,7 +35,7 @@ from ..events import (
     Usage,
     UsageReported,
 )
-from ._protocol import Reply, usage_from
+from ._protocol import Reply, listed_ids, usage_from
 from ._sse import SSEDecoder
 from .openai import _loads
 
@@ -63,8 +63,7 @@ class AnthropicProvider:
     chat_path = "/messages"
 
     def parse_models(self, data: Any) -> list[str]:
-        items = data.get("data", []) if isinstance(data, dict) else []
-        return sorted(str(item["id"]) for item in items if isinstance(item, dict) and "id" in item)
+        return listed_ids(data)
 
     def chat_body(
         self,

@@ -24,7 +24,7 @@ from ..events import (
     Usage,
     UsageReported,
 )
-from ._protocol import Reply, usage_from
+from ._protocol import Reply, listed_ids, usage_from
 from ._sse import SSEDecoder
 from ._think import ThinkSplitter, split_think
 
@@ -39,8 +39,7 @@ class OpenAIProvider:
     chat_path = "/chat/completions"
 
     def parse_models(self, data: Any) -> list[str]:
-        items = data.get("data", []) if isinstance(data, dict) else []
-        return sorted(str(item["id"]) for item in items if isinstance(item, dict) and "id" in item)
+        return listed_ids(data)
 
     def chat_body(
         self,
