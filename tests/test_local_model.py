@@ -50,6 +50,9 @@ WEATHER_TOOL = {
     },
 }
 SHORT_QUESTION = "Say hello in five words."
+# At its default temperature the 135M model now and then loops until its context is
+# full: minutes on a busy machine. Checks of shape need no more than this.
+BOUNDED = {"max_tokens": 200}
 
 
 @pytest.fixture(scope="module")
@@ -246,7 +249,8 @@ def test_list_models(client: LLMClient):
 
 
 def test_streamed_answer(client: LLMClient):
-    events = list(client.stream([{"role": "user", "content": SHORT_QUESTION}], model="smollm2"))
+    question = [{"role": "user", "content": SHORT_QUESTION}]
+    events = list(client.stream(question, model="smollm2", options=BOUNDED))
     text = _text(events)
     assert text.strip() and any(c.isalpha() for c in text)
     assert isinstance(events[-1], ReplyFinished)
@@ -258,7 +262,8 @@ def test_streamed_answer(client: LLMClient):
 
 
 def test_whole_answer_with_usage(client: LLMClient):
-    reply = client.complete([{"role": "user", "content": SHORT_QUESTION}], model="smollm2")
+    question = [{"role": "user", "content": SHORT_QUESTION}]
+    reply = client.complete(question, model="smollm2", options=BOUNDED)
     assert reply.text.strip()
     assert reply.finish_reason in ("stop", "length")
     assert reply.usage is not None
@@ -278,19 +283,19 @@ def test_questions_sent_back_to_back_all_get_answers(client: LLMClient):
 def test_follow_up_question_sends_the_context(client: LLMClient):
     history = ChatHistory(system="You are a helpful assistant. Answer briefly.")
     history.chat_as_user("My name is Ada. What is 2 + 2?")
-    first = client.complete(history.messages, model="smollm2")
+    first = client.complete(history.messages, model="smollm2", options=BOUNDED)
     history.chat_as_llm(first.text or "4")
     history.chat_as_user("What is my name?")
     messages = history.messages
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
     assert all(isinstance(m["content"], str) and set(m) == {"role", "content"} for m in messages)
 
-    follow_up = client.complete(messages, model="smollm2")  # the server accepted the shape
-    alone = client.complete(messages[-1:], model="smollm2")
+    follow_up = client.complete(messages, model="smollm2", options=BOUNDED)  # the shape is accepted
+    alone = client.complete(messages[-1:], model="smollm2", options=BOUNDED)
     assert follow_up.text.strip()
     assert follow_up.usage and alone.usage
     assert follow_up.usage.prompt_tokens > alone.usage.prompt_tokens  # the context was read
-    streamed = list(client.stream(messages, model="smollm2"))
+    streamed = list(client.stream(messages, model="smollm2", options=BOUNDED))
     assert _text(streamed).strip() and isinstance(streamed[-1], ReplyFinished)
 
 
@@ -303,16 +308,18 @@ def test_tool_round_trip_messages_are_accepted(client: LLMClient):
     messages = history.messages
     assert messages[1]["content"] == ""  # llama.cpp answers 500 to content: null here
 
-    events = list(client.stream(messages, model="smollm2", tools=[WEATHER_TOOL]))
+    events = list(
+        client.stream(messages, model="smollm2", tools=[WEATHER_TOOL], options=BOUNDED)
+    )
     assert _text(events).strip() and isinstance(events[-1], ReplyFinished)
-    reply = client.complete(messages, model="smollm2", tools=[WEATHER_TOOL])
+    reply = client.complete(messages, model="smollm2", tools=[WEATHER_TOOL], options=BOUNDED)
     assert reply.text.strip()
 
 
 def test_tools_without_tool_choice_get_a_text_answer(client: LLMClient):
     # nbchat sends no tool_choice, and the bundled model's template has no tools.
     question = [{"role": "user", "content": "What is the weather in Paris?"}]
-    events = list(client.stream(question, model="smollm2", tools=[WEATHER_TOOL]))
+    events = list(client.stream(question, model="smollm2", tools=[WEATHER_TOOL], options=BOUNDED))
     assert _text(events).strip() and isinstance(events[-1], ReplyFinished)
 
 
@@ -374,7 +381,7 @@ def test_another_request_does_not_cut_a_stream_short(client: LLMClient, server):
 
     def ask() -> None:
         prompt = [{"role": "user", "content": "Count from 1 to 30, separated by commas."}]
-        for event in client.stream(prompt, model="smollm2"):
+        for event in client.stream(prompt, model="smollm2", options=BOUNDED):
             events.append(event)
             first_text.set()
 
@@ -463,7 +470,7 @@ def test_discovery_falls_back_to_the_local_model(no_ollama, server: local.LocalS
     assert "local model smollm2" in err and CONNECT_HINT in err
     client = LLMClient(settings)
     question = [{"role": "user", "content": SHORT_QUESTION}]
-    reply = client.complete(question, model=client.default_model())
+    reply = client.complete(question, model=client.default_model(), options=BOUNDED)
     assert reply.text.strip()
 
 
