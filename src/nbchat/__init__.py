@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from ._code_tool import RunCode
+from ._open_store import open_store
+from ._store_base import SearchHit, Store
 from .chat import LLM, Answer, AnswerText, Chat
 from .context import ContextItem, describe
 from .errors import (
@@ -50,7 +52,7 @@ from .errors import (
 )
 from .history import ChatHistory, Message
 from .records import AnsweredCall, PendingCall, Prompt
-from .store import SearchHit, Store, ThreadStore, open_store
+from .store import ThreadStore
 from .tools import AskUser, Choose, ClientTool, Confirm, Requirement, ToolContext, tool
 
 __version__ = "0.1.0"

@@ -24,11 +24,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from ._risk import Risk, classify, effective_approval, needs_approval
+from ._risk import Risk, classify, needs_approval
 from ._secrets import scrub
 from .errors import InvalidToolAnswer
 from .events import RanCode
 from .markup import fence
+from .policy import effective_approval
 from .tools import ClientTool
 
 Action = Literal["run", "edit", "reject"]

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .config import ANTHROPIC_URL, GEMINI_HOST, Settings, redact_url
+from ._secrets import redact_url
+from .config import ANTHROPIC_URL, GEMINI_HOST, Settings
 from .errors import EndpointMismatch, LLMError
 
 GEMINI_URL = f"https://{GEMINI_HOST}/v1beta/openai"

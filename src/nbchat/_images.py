@@ -14,43 +14,15 @@ import base64
 import io
 import struct
 import sys
-from dataclasses import dataclass
 from typing import Any
 
+from ._content import ContextImage
 from .errors import InputError
 
 MAX_SIDE = 1024
 _MAX_RAW_BYTES = 4 * 1024 * 1024
 _PNG = b"\x89PNG\r\n\x1a\n"
 _JPEG = b"\xff\xd8\xff"
-
-
-@dataclass(frozen=True)
-class ContextImage:
-    """One image sent with a question: its MIME type, base64 data and size in pixels."""
-
-    mime: str
-    data: str
-    width: int
-    height: int
-
-    @property
-    def data_url(self) -> str:
-        """The image as a ``data:`` URL (what OpenAI's ``image_url`` parts carry)."""
-        return f"data:{self.mime};base64,{self.data}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"mime": self.mime, "data": self.data, "width": self.width, "height": self.height}
-
-    @classmethod
-    def from_dict(cls, data: Any) -> ContextImage:
-        """An image from :meth:`to_dict` output, checked like user input."""
-        if not isinstance(data, dict) or not isinstance(data.get("data"), str):
-            raise InputError(f"a saved context image needs base64 'data', got {data!r:.80}")
-        mime = data.get("mime")
-        if mime not in ("image/png", "image/jpeg"):
-            raise InputError(f"a context image is PNG or JPEG, not {mime!r}")
-        return cls(mime, data["data"], int(data.get("width") or 0), int(data.get("height") or 0))
 
 
 def is_image(obj: object) -> bool:

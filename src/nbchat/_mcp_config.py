@@ -40,10 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from ._risk import effective_approval
 from ._secrets import remember
 from .config import ENV_MCP, ENV_MCP_ADMIN_CONFIG, ENV_MCP_ALLOW
 from .errors import ConfigError
+from .policy import effective_approval
 
 Approve = Literal["always", "read-only", "never-ask"]
 APPROVES: tuple[Approve, ...] = get_args(Approve)  # strictest first

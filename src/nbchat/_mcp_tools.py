@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ._arguments import schema_problem
+from ._content import CHARS_PER_TOKEN
 from ._delimiters import neutralise
 from ._mcp_config import McpConfig, ServerConfig, load_config
 from ._notices import notify
 from ._secrets import scrub
-from .context import CHARS_PER_TOKEN
 from .errors import ConfigError, InputError, InvalidToolAnswer, McpServerError
 from .markup import fence
 from .mcpservers import McpResult, SessionServers, ToolInfo, session_servers

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import markup
+from ._store_base import Thread, Turn
 from ._usage import Price, turn_usage_line
 from ._views import answer_markdown
-from .store import Thread, Turn
 
 __all__ = ["STATUS_LABELS", "conversation_view", "message", "thread_view"]
 

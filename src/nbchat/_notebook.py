@@ -29,17 +29,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._content import ContextItem, chars_within, estimate_tokens, fit
 from ._delimiters import neutralise
 from ._mentions import resolve_mentions
 from ._secrets import scrub
-from .context import (
-    DEFAULT_BUDGET,
-    ContextItem,
-    chars_within,
-    describe,
-    estimate_tokens,
-    fit,
-)
+from .context import DEFAULT_BUDGET, describe
 from .errors import InputError
 from .markup import fence
 

@@ -23,18 +23,19 @@ False
 from __future__ import annotations
 
 import ast
-import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final, Literal, get_args
 
 from ._check import reasons_in
-from .config import ENV_MAX_APPROVAL
-from .errors import InputError
 
-Approval = Literal["always", "risky", "never-ask"]
-APPROVALS: tuple[Approval, ...] = get_args(Approval)  # strictest first
+# The approval policy itself lives in nbchat.policy, the administrator's module;
+# the names other than effective_approval stay importable from here.
+from .policy import APPROVALS as APPROVALS
+from .policy import Approval as Approval
+from .policy import check_approval as check_approval
+from .policy import effective_approval
+from .policy import max_approval as max_approval
 
 _SHELL_LINE = re.compile(r"^\s*(?:[\w.,\s]+=\s*)?[!%]", re.MULTILINE)
 
@@ -81,47 +82,6 @@ def _classify(code: str, namespace: Mapping[str, object] | None) -> Risk:
         return Risk(tuple(dict.fromkeys(reasons_in(tree, namespace))))
     except RecursionError:
         return Risk(("is nested too deeply to check",))
-
-
-# -- the policy ------------------------------------------------------------------------
-def _cap(environ: Mapping[str, str]) -> Approval:
-    value = environ.get(ENV_MAX_APPROVAL, "").strip()
-    if not value:
-        return "never-ask"
-    return next((policy for policy in APPROVALS if policy == value), "always")
-
-
-_CAP_AT_IMPORT: Final[Approval] = _cap(os.environ)
-
-
-def _stricter(*policies: Approval) -> Approval:
-    return APPROVALS[min(APPROVALS.index(policy) for policy in policies)]
-
-
-def effective_approval(requested: str, cap: str | None = None) -> Approval:
-    """The strictest of the user's ``requested`` policy, ``cap`` and the administrator's cap."""
-    ceiling = max_approval() if cap is None else _stricter(check_approval(cap), max_approval())
-    return _stricter(check_approval(requested), ceiling)
-
-
-def max_approval(environ: Mapping[str, str] | None = None) -> Approval:
-    """The administrator's cap, ``NBCHAT_MAX_APPROVAL``; unset: no cap.
-
-    Without ``environ``: the stricter of its value when nbchat was first
-    imported and its value now, so changing ``os.environ`` cannot lift it. A
-    value that is not a policy name caps at ``always``: a typo in a guard must
-    not open it.
-    """
-    if environ is not None:
-        return _cap(environ)
-    return _stricter(_CAP_AT_IMPORT, _cap(os.environ))
-
-
-def check_approval(value: object) -> Approval:
-    """``value`` as a policy name, or InputError naming the choices."""
-    if value not in APPROVALS:
-        raise InputError(f"unknown approval policy {value!r}; use one of: {', '.join(APPROVALS)}")
-    return next(a for a in APPROVALS if a == value)
 
 
 def needs_approval(

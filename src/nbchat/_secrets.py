@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 import re
 import threading
+from dataclasses import fields
+from typing import Any
 
 REDACTED = "[redacted]"
 MIN_SECRET = 8
@@ -46,3 +48,20 @@ def scrub(text: str) -> str:
     for secret in sorted(known, key=len, reverse=True):  # a key inside a longer one
         text = text.replace(secret, REDACTED)
     return text
+
+
+# The user (and password) of a URL: scheme://USERINFO@host, stopping at the path.
+_USERINFO = re.compile(r"(?<=://)[^\s/?#@]+(?=@)")
+
+
+def redacted_repr(record: Any) -> str:
+    """A dataclass's repr with the user and password of every URL in it replaced."""
+    shown = ", ".join(
+        f"{f.name}={redact_url(repr(getattr(record, f.name)))}" for f in fields(record) if f.repr
+    )
+    return f"{type(record).__name__}({shown})"
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the user and password of every URL in it replaced: ``https://[redacted]@host``."""
+    return _USERINFO.sub(REDACTED, text)

@@ -17,9 +17,9 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ._store_base import Turn
 from .config import ENV_PRICES
 from .errors import ConfigError
-from .store import Turn
 
 __all__ = [
     "Price", "dollars", "parse_prices", "prices_from_env", "thread_cost", "thread_usage_line",

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from . import markup
-from .context import context_line
+from ._content import context_line
+from ._store_base import SearchHit, Thread, ThreadInfo, Turn
 from .markup import SafeHTML
-from .store import SearchHit, Thread, ThreadInfo, Turn
 
 _STATUS_NOTES = {
     "interrupted": "(interrupted)",

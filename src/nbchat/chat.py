@@ -24,10 +24,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _endpoints, markup
+from . import _endpoints
+from . import markup
 from ._endings import fit_history, refit_history, request_tokens
 from ._mcp_tools import Selection, mcp_tool_named, mcp_tools
+from ._open_store import open_store
 from ._secrets import remember
+from ._store_base import SearchHit, Store, Thread, ThreadInfo, Turn
 from ._titles import clean_title, names_something, question_title
 from ._turn import NullRecorder, TurnSpec, run_turn
 from .config import ENV_TOOLLESS_MODELS, Settings, resolve
@@ -63,7 +66,6 @@ from .llm.local import BUNDLED_ALIAS
 from .options import TITLE_OPTIONS, Options, check_options, env_options, merge_options
 from .policy import Policy
 from .records import AnsweredCall, PendingCall
-from .store import SearchHit, Store, Thread, ThreadInfo, Turn, open_store
 from .tools import BUILTIN_CLIENT_TOOLS, ClientTool, Toolbox, ToolContext
 
 ACTING_OUTPUT = "(the answer was accepted; its result is being computed)"

@@ -12,15 +12,21 @@ from __future__ import annotations
 
 import getpass
 import os
-import re
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from jupyter_core import paths as jupyter_paths
 
-from ._secrets import REDACTED
+from ._secrets import redact_url as redact_url
+from ._secrets import redacted_repr
 from .errors import ConfigError
+from .policy import ENV_ALLOWED_MODELS as ENV_ALLOWED_MODELS
+from .policy import ENV_DISABLE_LOCAL_MODEL as ENV_DISABLE_LOCAL_MODEL
+from .policy import ENV_FORCE_BASE_URL as ENV_FORCE_BASE_URL
+from .policy import ENV_FORCE_MODEL as ENV_FORCE_MODEL
+from .policy import ENV_MAX_APPROVAL as ENV_MAX_APPROVAL
+from .policy import Policy
 
 ENV_BASE_URL = "NBCHAT_BASE_URL"
 ENV_API_KEY = "NBCHAT_API_KEY"
@@ -45,13 +51,6 @@ ENV_LOCAL_MODEL = "NBCHAT_LOCAL_MODEL"
 ENV_NO_AUTOLOAD = "NBCHAT_NO_AUTOLOAD"
 ENV_LIVE = "NBCHAT_LIVE"
 ENV_PRICES = "NBCHAT_PRICES"
-# Administrator policy: set by the hub for every user's server; arguments and %config
-# cannot override them (see nbchat.policy).
-ENV_ALLOWED_MODELS = "NBCHAT_ALLOWED_MODELS"
-ENV_FORCE_BASE_URL = "NBCHAT_FORCE_BASE_URL"
-ENV_FORCE_MODEL = "NBCHAT_FORCE_MODEL"
-ENV_DISABLE_LOCAL_MODEL = "NBCHAT_DISABLE_LOCAL_MODEL"
-ENV_MAX_APPROVAL = "NBCHAT_MAX_APPROVAL"
 ENV_MCP = "NBCHAT_MCP"  # "off": no MCP server starts
 ENV_MCP_ALLOW = "NBCHAT_MCP_ALLOW"  # patterns a server's command line or URL must match
 ENV_MCP_ADMIN_CONFIG = "NBCHAT_MCP_ADMIN_CONFIG"  # the administrator's mcp.json, if not the default
@@ -60,8 +59,6 @@ ENV_JUPYTER_RUNTIME_DIR = "JUPYTER_RUNTIME_DIR"  # Jupyter's own; nbchat only na
 LOCAL_MODEL_OFF = ("off", "0", "no", "false")
 STORE_URL_SCHEMES = ("postgresql://", "postgres://")
 DEMO_URL = "demo"  # NBCHAT_BASE_URL=demo: the offline demo model, on purpose
-# The user (and password) of a URL: scheme://USERINFO@host, stopping at the path.
-_USERINFO = re.compile(r"(?<=://)[^\s/?#@]+(?=@)")
 
 Provider = Literal["openai", "ollama", "anthropic", "azure"]
 PROVIDERS: tuple[str, ...] = ("openai", "ollama", "anthropic", "azure")
@@ -114,19 +111,6 @@ class Settings:
     def with_(self, **changes: object) -> Settings:
         """A copy with some fields changed."""
         return replace(self, **changes)  # type: ignore[arg-type]
-
-
-def redacted_repr(record: Any) -> str:
-    """A dataclass's repr with the user and password of every URL in it replaced."""
-    shown = ", ".join(
-        f"{f.name}={redact_url(repr(getattr(record, f.name)))}" for f in fields(record) if f.repr
-    )
-    return f"{type(record).__name__}({shown})"
-
-
-def redact_url(text: str) -> str:
-    """``text`` with the user and password of every URL in it replaced: ``https://[redacted]@host``."""
-    return _USERINFO.sub(REDACTED, text)
 
 
 def default_user() -> str:
@@ -256,8 +240,6 @@ def resolve(
     finds one (a local Ollama, the local model, the offline demo model). The
     administrator's policy (:mod:`nbchat.policy`) overrides all.
     """
-    from .policy import Policy
-
     env = os.environ
     policy = Policy.from_env()
     url = policy.force_base_url or base_url or env.get(ENV_BASE_URL, "").strip() or None

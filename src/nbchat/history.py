@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol, get_args, overload, runtime_checkable
 
 from . import markup
+from ._content import CONTEXT_NOTE, ContextItem, context_line, estimate_tokens
 from .config import ENV_HISTORY_LIMIT, parse_history_limit
-from .context import CONTEXT_NOTE, ContextItem, context_line, estimate_tokens
 from .errors import InputError
 from .events import ToolCall
 from .markup import markdown_source as markup_source

@@ -19,8 +19,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._content import CHARS_PER_TOKEN, fit
 from ._delimiters import block
-from .context import CHARS_PER_TOKEN, fit
 
 __all__ = ["FILE_NAMES", "Instructions", "find_instructions"]
 

@@ -512,7 +512,7 @@ class ChatMagics(Magics):
         found = self._instructions()
         chat.instructions = found.system_text() if found is not None else ""
         if items or found is not None:
-            from .context import context_line
+            from ._content import context_line
 
             shown = [context_line(items)] if items else []
             print("; ".join(shown + ([found.summary] if found is not None else [])))
@@ -778,8 +778,7 @@ class ChatMagics(Magics):
 
         from IPython.core.error import StdinNotImplementedError
 
-        from ._secrets import remember
-        from .config import redact_url
+        from ._secrets import redact_url, remember
 
         if text:  # never echoed: it may be the key itself
             raise UsageError("--key takes nothing after it: run %chat --key alone and type "

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from numbers import Integral
 from typing import Any
 
+from ._content import ContextItem
 from ._pg import (
     CONNECT_TIMEOUT,
     Database,
@@ -48,18 +49,7 @@ from ._pg import (
     redact,
     writer_key,
 )
-from .config import ENV_STORE_URL, default_user
-from .context import ContextItem
-from .errors import (
-    AlreadyAnswered,
-    ConfigError,
-    InputError,
-    NoPendingCall,
-    StoreCorrupt,
-    ThreadNotFound,
-)
-from .records import AnsweredCall, PendingCall, RecordError
-from .store import (
+from ._store_base import (
     _UNSET,
     STATUSES,
     SearchHit,
@@ -76,6 +66,16 @@ from .store import (
     _check_type,
     _check_user,
 )
+from .config import ENV_STORE_URL, default_user
+from .errors import (
+    AlreadyAnswered,
+    ConfigError,
+    InputError,
+    NoPendingCall,
+    StoreCorrupt,
+    ThreadNotFound,
+)
+from .records import AnsweredCall, PendingCall, RecordError
 
 __all__ = ["PostgresStore"]
 

@@ -13,6 +13,9 @@ override them:
     Every request uses this model, whatever the thread or the call asks for.
 ``NBCHAT_DISABLE_LOCAL_MODEL``
     ``1``/``true``/``yes``: never start the bundled local model as a fallback.
+``NBCHAT_MAX_APPROVAL``
+    The loosest approval policy anyone may choose for the model's code and
+    tools (``always``, ``risky``, ``never-ask``): :func:`effective_approval`.
 
 Read at each use, so a server started with them keeps them. They bind
 nbchat's own code paths; code a user runs in the kernel can still change its
@@ -23,21 +26,29 @@ unreachable (or its key withheld) for the users' servers.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Final, Literal, get_args
 
-from .config import (
-    ENV_ALLOWED_MODELS,
-    ENV_DISABLE_LOCAL_MODEL,
-    ENV_FORCE_BASE_URL,
-    ENV_FORCE_MODEL,
-    redacted_repr,
-)
-from .errors import ModelNotAllowed
+from ._secrets import redacted_repr
+from .errors import InputError, ModelNotAllowed
 
-__all__ = ["Policy"]
+__all__ = [
+    "APPROVALS", "Approval", "Policy", "check_approval", "effective_approval", "max_approval",
+]
+
+ENV_ALLOWED_MODELS = "NBCHAT_ALLOWED_MODELS"
+ENV_FORCE_BASE_URL = "NBCHAT_FORCE_BASE_URL"
+ENV_FORCE_MODEL = "NBCHAT_FORCE_MODEL"
+ENV_DISABLE_LOCAL_MODEL = "NBCHAT_DISABLE_LOCAL_MODEL"
+ENV_MAX_APPROVAL = "NBCHAT_MAX_APPROVAL"
 
 _TRUE = ("1", "true", "yes", "on")
+
+# Who may run the model's code without asking, strictest first; the cap is the
+# administrator's NBCHAT_MAX_APPROVAL.
+Approval = Literal["always", "risky", "never-ask"]
+APPROVALS: tuple[Approval, ...] = get_args(Approval)  # strictest first
 
 
 @dataclass(frozen=True)
@@ -86,3 +97,43 @@ class Policy:
         if not self.allowed_models:
             return offered
         return [name for name in offered if name in self.allowed_models]
+
+
+def _cap(environ: Mapping[str, str]) -> Approval:
+    value = environ.get(ENV_MAX_APPROVAL, "").strip()
+    if not value:
+        return "never-ask"
+    return next((policy for policy in APPROVALS if policy == value), "always")
+
+
+_CAP_AT_IMPORT: Final[Approval] = _cap(os.environ)
+
+
+def _stricter(*policies: Approval) -> Approval:
+    return APPROVALS[min(APPROVALS.index(policy) for policy in policies)]
+
+
+def effective_approval(requested: str, cap: str | None = None) -> Approval:
+    """The strictest of the user's ``requested`` policy, ``cap`` and the administrator's cap."""
+    ceiling = max_approval() if cap is None else _stricter(check_approval(cap), max_approval())
+    return _stricter(check_approval(requested), ceiling)
+
+
+def max_approval(environ: Mapping[str, str] | None = None) -> Approval:
+    """The administrator's cap, ``NBCHAT_MAX_APPROVAL``; unset: no cap.
+
+    Without ``environ``: the stricter of its value when nbchat was first
+    imported and its value now, so changing ``os.environ`` cannot lift it. A
+    value that is not a policy name caps at ``always``: a typo in a guard must
+    not open it.
+    """
+    if environ is not None:
+        return _cap(environ)
+    return _stricter(_CAP_AT_IMPORT, _cap(os.environ))
+
+
+def check_approval(value: object) -> Approval:
+    """``value`` as a policy name, or InputError naming the choices."""
+    if value not in APPROVALS:
+        raise InputError(f"unknown approval policy {value!r}; use one of: {', '.join(APPROVALS)}")
+    return next(a for a in APPROVALS if a == value)

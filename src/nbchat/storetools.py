@@ -19,10 +19,12 @@ from typing import Any
 
 from tinydb.table import Document
 
+from ._open_store import open_store
 from ._storage import load_json, open_db
+from ._store_base import SCHEMA, Store, Thread
 from .config import store_location
 from .errors import StoreCorrupt, StoreError, StoreVersionError, ThreadNotFound
-from .store import SCHEMA, Store, Thread, ThreadStore, open_store
+from .store import ThreadStore
 
 __all__ = ["CheckReport", "MigrationReport", "check_store", "migrate_store", "store_users"]
 

@@ -54,7 +54,9 @@ import ipywidgets as widgets
 from IPython import get_ipython
 from traitlets import Bool, Dict, Float, Instance, Int, List, Unicode
 
-from . import _panel_assets, markup
+from . import _panel_assets
+from . import markup
+from ._content import ContextItem
 from ._mcp_tools import servers_line
 from ._messages import conversation_view, message, thread_view
 from ._panel_stream import LiveSink, Stoppable, mentioned
@@ -67,13 +69,12 @@ from ._prompts import (
     show_tool_prompts,
     shows_errors,
 )
+from ._store_base import Thread, ThreadInfo
 from ._usage import Price, dollars, parse_prices, prices_from_env, thread_cost, thread_usage_line
 from .chat import Chat
-from .context import ContextItem
 from .errors import InputError, NbchatError
 from .events import Event
 from .render import RenderResult, detect_mode, render_turn
-from .store import Thread, ThreadInfo
 
 __all__ = [
     "ChatPanel",

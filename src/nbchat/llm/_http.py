@@ -24,8 +24,8 @@ from collections.abc import Callable, Collection, Iterator
 
 import httpx
 
-from .._secrets import REDACTED, remember, scrub
-from ..config import ENV_AZURE_AD_TOKEN, Settings, redact_url
+from .._secrets import REDACTED, redact_url, remember, scrub
+from ..config import ENV_AZURE_AD_TOKEN, Settings
 from ..errors import (
     AuthenticationError,
     ContextOverflow,

@@ -16,7 +16,8 @@ from typing import Any
 
 import httpx
 
-from ..config import Settings, api_url, redact_url
+from .._secrets import redact_url
+from ..config import Settings, api_url
 from ..errors import (
     EmptyAnswer,
     LLMConnectError,

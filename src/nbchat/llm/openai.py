@@ -12,7 +12,7 @@ import json.scanner
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ..context import content_parts, flatten_text, items_from_message, message_content
+from .._content import content_parts, flatten_text, items_from_message, message_content
 from ..errors import MalformedStream, ServerError, StreamCutOff
 from ..events import (
     ReasoningDelta,
