@@ -13,7 +13,7 @@ import argparse
 import statistics
 import time
 
-from nbchat.events import TextDelta
+from nbchat.base.events import TextDelta
 from nbchat.llm.anthropic import AnthropicProvider
 from nbchat.llm.openai import OpenAIProvider
 from nbchat.testing._anthropic import ANTHROPIC

@@ -39,9 +39,9 @@ from typing import Any
 
 import httpx
 
-from nbchat.config import Settings
-from nbchat.events import TextDelta
-from nbchat.history import ChatHistory
+from nbchat.base.config import Settings
+from nbchat.base.events import TextDelta
+from nbchat.engine.history import ChatHistory
 from nbchat.llm import LLMClient, local
 from nbchat.llm.openai import OpenAIProvider
 from nbchat.tools import BUILTIN_CLIENT_TOOLS

@@ -38,7 +38,7 @@ SERVER = {"command": sys.executable, "args": ["-m", "nbchat.testing.mcp_server"]
 FIRST_CALL = """
 import time
 start = time.perf_counter()
-from nbchat._mcp_tools import mcp_tools
+from nbchat.mcp.tools import mcp_tools
 (add,) = [tool for tool in mcp_tools(None) if tool.name == "t__add"]
 assert add.get_tool_output(add.parse_arguments({"a": 1, "b": 2}), "run") == "3"
 print(time.perf_counter() - start)
@@ -84,7 +84,7 @@ def later_calls(rounds: int, calls: int) -> tuple[list[float], list[float]]:
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    from nbchat._mcp_tools import mcp_tools
+    from nbchat.mcp.tools import mcp_tools
 
     (add,) = [tool for tool in mcp_tools(None) if tool.name == "t__add"]
     parameters = StdioServerParameters(command=sys.executable, args=SERVER["args"],
@@ -120,7 +120,7 @@ def later_calls(rounds: int, calls: int) -> tuple[list[float], list[float]]:
 def chat_cells(folder: Path, rounds: int) -> dict[str, float]:
     from IPython.core.interactiveshell import InteractiveShell
 
-    from nbchat.magics import load
+    from nbchat.jupyter.magics import load
     from nbchat.testing import Reply, ScriptedServer
 
     with ScriptedServer(Reply("Hi.")) as server:
@@ -165,7 +165,7 @@ def main() -> None:
     base = cells["no server configured"]
     for name, seconds in cells.items():
         print(f"%chat, {name}: {seconds * 1000:.1f} ms ({(seconds - base) * 1000:+.1f} ms)")
-    from nbchat.mcpservers import session_servers
+    from nbchat.mcp.servers import session_servers
 
     session_servers().close()
 

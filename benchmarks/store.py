@@ -29,8 +29,8 @@ from pathlib import Path
 
 from tinydb import TinyDB
 
-from nbchat._storage import AtomicJSONStorage, atomic_write, open_db
 from nbchat.store import SCHEMA, ThreadStore, Turn
+from nbchat.store._files import AtomicJSONStorage, atomic_write, open_db
 
 USER = "bench"
 MODEL = "bench-model"

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from store import MODEL, USER, build, pct, text, timed
 
-from nbchat.records import AnsweredCall, PendingCall, Prompt
+from nbchat.base.records import AnsweredCall, PendingCall, Prompt
 from nbchat.store import Store, open_store
 
 WRITERS = 16

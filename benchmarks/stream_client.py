@@ -15,8 +15,8 @@ import time
 
 import httpx
 
-from nbchat.config import Settings
-from nbchat.events import TextDelta
+from nbchat.base.config import Settings
+from nbchat.base.events import TextDelta
 from nbchat.llm import LLMClient
 from nbchat.testing import Reply, ScriptedServer
 

@@ -17,7 +17,7 @@ CELLS = frozenset({"td", "th"})
 
 
 def body(html: str) -> str:
-    """The HTML inside nbchat's wrapper: what :func:`nbchat.markup.styled` was given."""
+    """The HTML inside nbchat's wrapper: what :func:`nbchat.base.markup.styled` was given."""
     assert html.startswith(WRAPPER) and html.endswith("</div>"), html[:200]
     return html[len(WRAPPER):-len("</div>")]
 

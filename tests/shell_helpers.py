@@ -15,8 +15,8 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
-from nbchat.chat import TITLE_PROMPT
-from nbchat.magics import load
+from nbchat.engine.chat import TITLE_PROMPT
+from nbchat.jupyter.magics import load
 from nbchat.testing import ScriptedServer
 
 

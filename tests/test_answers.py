@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from nbchat import AlreadyAnswered, Chat, NoPendingCall, StoreCorrupt, StreamCutOff
-from nbchat.events import ToolCallAbandoned, TurnFinished
-from nbchat.records import PendingCall, Prompt
+from nbchat.base.events import ToolCallAbandoned, TurnFinished
+from nbchat.base.records import PendingCall, Prompt
 from nbchat.testing import Reply, ScriptedServer
 
 CHOOSE = ("choose", {"question": "Which colour?", "options": ["red", "green"]})
@@ -209,7 +209,7 @@ def test_records_read_back_are_typed() -> None:
 def test_show_and_export_tell_what_the_person_answered(
     scripted_server: ScriptedServer, tmp_path: Path
 ) -> None:
-    from nbchat._views import thread_markdown, thread_notebook
+    from nbchat.jupyter._views import thread_markdown, thread_notebook
 
     scripted_server.script(
         Reply("Let me ask.", when="colour", tool_calls=[CHOOSE]),

@@ -15,10 +15,9 @@ import pytest
 
 import nbchat
 from nbchat import Chat
-from nbchat._usage import parse_prices, turn_usage_line
-from nbchat.config import Settings, resolve
-from nbchat.errors import ServerError, StreamCutOff
-from nbchat.events import (
+from nbchat.base.config import Settings, resolve
+from nbchat.base.errors import ServerError, StreamCutOff
+from nbchat.base.events import (
     ReasoningBlock,
     ReasoningDelta,
     ReplyFinished,
@@ -28,6 +27,7 @@ from nbchat.events import (
     Usage,
     UsageReported,
 )
+from nbchat.engine._usage import parse_prices, turn_usage_line
 from nbchat.llm import LLMClient
 from nbchat.llm.anthropic import DEFAULT_MAX_TOKENS, AnthropicProvider
 from nbchat.testing import Reply, ScriptedServer

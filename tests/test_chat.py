@@ -11,8 +11,7 @@ import pytest
 
 import nbchat
 from nbchat import Chat, ChatHistory, ClientTool, Requirement
-from nbchat.chat import TITLE_PROMPT
-from nbchat.errors import (
+from nbchat.base.errors import (
     InputError,
     InvalidToolAnswer,
     NoPendingCall,
@@ -20,7 +19,7 @@ from nbchat.errors import (
     ThreadNotFound,
     ToolRequirementsNotMet,
 )
-from nbchat.events import (
+from nbchat.base.events import (
     ReasoningDelta,
     TextDelta,
     ToolCall,
@@ -32,7 +31,8 @@ from nbchat.events import (
     TurnStarted,
     UsageReported,
 )
-from nbchat.records import PendingCall, Prompt
+from nbchat.base.records import PendingCall, Prompt
+from nbchat.engine.chat import TITLE_PROMPT
 from nbchat.testing import Reply, ScriptedServer
 
 CHOOSE = ("choose", {"question": "Which colour?", "options": ["red", "green"]})

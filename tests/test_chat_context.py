@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 from nbchat import Chat
-from nbchat._code_tool import RunCode
+from nbchat.base.errors import NoPendingCall
+from nbchat.base.events import ToolCallPending, ToolResult, TurnFinished
 from nbchat.context import CONTEXT_NOTE, ContextItem, describe
-from nbchat.errors import NoPendingCall
-from nbchat.events import ToolCallPending, ToolResult, TurnFinished
+from nbchat.context.run_code import RunCode
 from nbchat.testing import Reply, ScriptedServer
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from nbchat import Chat, StoreCorrupt
-from nbchat._code_tool import RunCode
-from nbchat.records import PendingCall, Prompt
+from nbchat.base.records import PendingCall, Prompt
+from nbchat.context.run_code import RunCode
+from nbchat.jupyter.panel import show_tool_prompts
 from nbchat.testing import Reply, ScriptedServer
-from nbchat.widgets import show_tool_prompts
 from wire_helpers import content_parts
 
 CODE = "df.price.mean()"
@@ -131,7 +131,7 @@ def test_the_panel_sends_mentioned_objects_as_context(chat, scripted_server, tmp
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 
-    from nbchat.widgets import ChatPanel
+    from nbchat.jupyter.panel import ChatPanel
 
     config = Config()
     config.HistoryManager.hist_file = ":memory:"
@@ -155,7 +155,7 @@ def test_the_panel_picker_offers_the_notebook_s_variables_and_sends_the_picked(
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 
-    from nbchat.widgets import ChatPanel
+    from nbchat.jupyter.panel import ChatPanel
 
     config = Config()
     config.HistoryManager.hist_file = ":memory:"
@@ -181,7 +181,7 @@ def test_the_panel_picker_offers_the_notebook_s_variables_and_sends_the_picked(
 
 
 def test_outside_a_kernel_the_picker_hides(chat):
-    from nbchat.widgets import ChatPanel
+    from nbchat.jupyter.panel import ChatPanel
 
     panel = ChatPanel(chat=chat)
     assert not panel.attachable and panel.variables == []
@@ -246,7 +246,7 @@ def test_a_run_whose_stored_code_changed_after_it_was_shown_is_refused(
 
 
 def prompt_digest(code: str) -> str:
-    from nbchat._code_tool import shown_digest
+    from nbchat.context.run_code import shown_digest
 
     return shown_digest(code)
 

@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from nbchat._images import image_size
+from nbchat.base.errors import InputError
 from nbchat.context import (
     CONTEXT_NOTE,
     ContextImage,
@@ -25,7 +25,7 @@ from nbchat.context import (
     estimate_tokens,
     items_from_message,
 )
-from nbchat.errors import InputError
+from nbchat.context._images import image_size
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -254,7 +254,7 @@ def test_describing_never_imports_an_optional_library():
 
 
 def test_a_history_keeps_context_with_the_question_and_round_trips(sales):
-    from nbchat.history import ChatHistory, Message
+    from nbchat.engine.history import ChatHistory, Message
 
     history = ChatHistory()
     history.chat_as_user("Why nulls?", context=[describe(sales, "df")])

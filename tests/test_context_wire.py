@@ -8,9 +8,9 @@ import matplotlib
 import pandas as pd
 import pytest
 
-from nbchat.config import Settings
+from nbchat.base.config import Settings
+from nbchat.base.events import TextDelta
 from nbchat.context import CONTEXT_NOTE, describe
-from nbchat.events import TextDelta
 from nbchat.llm import LLMClient
 from nbchat.testing import Reply
 from provider_helpers import PROVIDERS, base_url
@@ -97,7 +97,7 @@ def test_the_demo_model_says_which_context_it_received(scripted_server, provider
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_model_that_refuses_images_gives_one_line_naming_it(provider, items):
-    from nbchat.errors import ServerError
+    from nbchat.base.errors import ServerError
     from nbchat.testing import ScriptedServer
 
     message = {"role": "user", "content": "Why?", "context": [i.to_dict() for i in items]}

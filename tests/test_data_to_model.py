@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from nbchat import _delimiters, _secrets
-from nbchat.config import Settings
+from nbchat.base.config import Settings
 from nbchat.context import CONTEXT_NOTE, describe
 from nbchat.llm import LLMClient
 from nbchat.testing import Reply

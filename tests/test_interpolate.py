@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nbchat._interpolate import Interpolated, interpolate, resolve
+from nbchat.context._interpolate import Interpolated, interpolate, resolve
 
 
 class Frame:

@@ -21,7 +21,7 @@ import pytest
 
 from kernel_helpers import CellRun, Kernel, kernel_env, run_notebook
 from markup_helpers import body, shows, visible
-from nbchat.chat import TITLE_PROMPT
+from nbchat.engine.chat import TITLE_PROMPT
 from nbchat.store import ThreadStore
 from nbchat.testing import Reply, ScriptedServer
 
@@ -575,7 +575,7 @@ def test_auto_load_can_be_turned_off(installed: Path, tmp_path: Path) -> None:
 
 
 def test_the_startup_file_names_the_opt_out_variable_of_config() -> None:
-    from nbchat.config import ENV_NO_AUTOLOAD
+    from nbchat.base.config import ENV_NO_AUTOLOAD
 
     source = (ROOT / "jupyter-config/ipython-startup/90-nbchat.py").read_text()
     assert f'os.environ.get("{ENV_NO_AUTOLOAD}"' in source

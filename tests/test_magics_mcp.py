@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mcp_helpers import server_entry, write_config
-from nbchat.mcpservers import session_servers
+from nbchat.mcp.servers import session_servers
 from nbchat.testing import Reply
 from nbchat.testing.mcp_server import HOSTILE_NAME
 from shell_helpers import asked

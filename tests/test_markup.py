@@ -1,6 +1,6 @@
 """The one renderer: model text in, nothing outside the allowlist out.
 
-A stdlib HTML parser reads what :mod:`nbchat.markup` produced and checks every
+A stdlib HTML parser reads what :mod:`nbchat.base.markup` produced and checks every
 tag, attribute and URL against the allowlist; hypothesis feeds it adversarial
 Markdown and HTML built from the payloads that run code in JupyterLab.
 """

@@ -22,11 +22,11 @@ import pytest
 import nbchat
 from mcp_helpers import SRC, npm_server, server_entry, write_config
 from nbchat import Chat, markup
-from nbchat._mcp_config import load_config
-from nbchat._mcp_tools import mcp_tools, servers_line
-from nbchat.errors import AlreadyAnswered, ConfigError, InputError
-from nbchat.events import ToolResult
-from nbchat.mcpservers import session_servers, tool_name
+from nbchat.base.errors import AlreadyAnswered, ConfigError, InputError
+from nbchat.base.events import ToolResult
+from nbchat.mcp._config import load_config
+from nbchat.mcp.servers import session_servers, tool_name
+from nbchat.mcp.tools import mcp_tools, servers_line
 from nbchat.testing import Reply, ScriptedServer
 from nbchat.testing.mcp_server import HOSTILE_NAME
 
@@ -401,7 +401,7 @@ def test_servers_are_stopped_when_the_interpreter_exits(configure, tmp_path):
     configure()
     script = textwrap.dedent("""
         import json
-        from nbchat._mcp_tools import mcp_tools, servers_line
+        from nbchat.mcp.tools import mcp_tools, servers_line
         (whoami,) = [t for t in mcp_tools(None) if t.name == "t__whoami"]
         print(json.loads(whoami.get_tool_output({}, "run"))["pid"], flush=True)
     """)
@@ -448,7 +448,7 @@ def test_the_reference_filesystem_server_reads_at_once_and_asks_to_write(
 def test_the_panel_shows_whose_tools_the_next_question_may_use(
     configure, scripted_server, tmp_path
 ):
-    from nbchat.widgets import ChatPanel
+    from nbchat.jupyter.panel import ChatPanel
 
     panel = ChatPanel(base_url=scripted_server.url, store=tmp_path / "s", model="scripted-small")
     assert panel.tools_line == ""  # nothing configured: no line

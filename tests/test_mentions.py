@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nbchat._mentions import Mention, find_mentions, resolve_mentions
+from nbchat.context._mentions import Mention, find_mentions, resolve_mentions
 
 
 @pytest.mark.parametrize(

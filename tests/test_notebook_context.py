@@ -11,9 +11,9 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
-from nbchat._code_tool import CodeDecision, RunCode
-from nbchat._notebook import Notebook, RunResult, notebook_tools
-from nbchat.errors import InputError, InvalidToolAnswer
+from nbchat.base.errors import InputError, InvalidToolAnswer
+from nbchat.context.run_code import CodeDecision, RunCode
+from nbchat.jupyter.notebook_tools import Notebook, RunResult, notebook_tools
 
 matplotlib.use("Agg")
 

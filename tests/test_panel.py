@@ -13,10 +13,10 @@ import pytest
 import nbchat
 from markup_helpers import body, visible
 from nbchat import Chat
-from nbchat._usage import parse_prices
-from nbchat.errors import ConfigError, InputError
+from nbchat.base.errors import ConfigError, InputError
+from nbchat.engine._usage import parse_prices
+from nbchat.jupyter.panel import ChatPanel
 from nbchat.testing import Reply, ScriptedServer
-from nbchat.widgets import ChatPanel
 
 
 def title_reply(title: str = "A Short Title") -> Reply:
@@ -276,7 +276,7 @@ def shell(scripted_server, tmp_path, monkeypatch):
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 
-    from nbchat.magics import load
+    from nbchat.jupyter.magics import load
 
     monkeypatch.setenv("NBCHAT_BASE_URL", scripted_server.url)
     monkeypatch.setenv("NBCHAT_MODEL", "scripted-small")

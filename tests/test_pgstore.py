@@ -13,16 +13,16 @@ import time
 import pytest
 
 from nbchat import Chat, _pg
-from nbchat._pg import redact
-from nbchat.errors import (
+from nbchat.base.errors import (
     ConfigError,
     NoPendingCall,
     StoreCorrupt,
     StoreUnavailable,
     StoreVersionError,
 )
-from nbchat.pgstore import PostgresStore
 from nbchat.store import open_store
+from nbchat.store._pg import redact
+from nbchat.store.postgres import PostgresStore
 from nbchat.testing import Reply, ScriptedServer
 from store_backends import PgSchema, admin, pg_ctl
 

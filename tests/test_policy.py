@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nbchat import Chat
-from nbchat.config import (
+from nbchat.base.config import (
     ENV_ALLOWED_MODELS,
     ENV_DISABLE_LOCAL_MODEL,
     ENV_FORCE_BASE_URL,
@@ -13,9 +13,9 @@ from nbchat.config import (
     ENV_MAX_APPROVAL,
     resolve,
 )
-from nbchat.errors import ModelNotAllowed
+from nbchat.base.errors import ModelNotAllowed
+from nbchat.base.policy import Policy
 from nbchat.llm.discovery import _local_server
-from nbchat.policy import Policy
 from nbchat.testing import Reply, ScriptedServer
 
 

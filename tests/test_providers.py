@@ -12,10 +12,10 @@ import pytest
 from IPython.core.error import UsageError
 
 from nbchat import Chat, EndpointMismatch
-from nbchat._usage import Price, parse_prices, thread_usage_line
-from nbchat.config import resolve
-from nbchat.errors import ConfigError
-from nbchat.events import ReplyFinished, ToolCall, ToolCallRequested, Usage, UsageReported
+from nbchat.base.config import resolve
+from nbchat.base.errors import ConfigError
+from nbchat.base.events import ReplyFinished, ToolCall, ToolCallRequested, Usage, UsageReported
+from nbchat.engine._usage import Price, parse_prices, thread_usage_line
 from nbchat.llm import LLMClient
 from nbchat.llm.openai import OpenAIProvider
 from nbchat.store import Turn

@@ -7,9 +7,9 @@ import sys
 
 import nbchat
 
-CORE = ["nbchat", "nbchat.chat", "nbchat.store", "nbchat.history", "nbchat.tools",
-        "nbchat.llm", "nbchat.config", "nbchat.events", "nbchat.errors", "nbchat.testing",
-        "nbchat.mcpservers", "nbchat.instructions", "nbchat._mcp_tools"]
+CORE = ["nbchat", "nbchat.engine.chat", "nbchat.store", "nbchat.engine.history", "nbchat.tools",
+        "nbchat.llm", "nbchat.base.config", "nbchat.base.events", "nbchat.base.errors",
+        "nbchat.testing", "nbchat.mcp.servers", "nbchat.context.instructions", "nbchat.mcp.tools"]
 
 
 def test_all_is_sorted_complete_and_importable():
@@ -33,7 +33,7 @@ def test_the_core_imports_no_jupyter_front_end():
 
 
 def test_every_error_is_an_nbchat_error_and_exported():
-    errors = [v for v in vars(nbchat.errors).values()
+    errors = [v for v in vars(nbchat.base.errors).values()
               if isinstance(v, type) and issubclass(v, Exception)]
     assert len(errors) > 20 and all(issubclass(e, nbchat.NbchatError) for e in errors)
     assert not any(issubclass(e, KeyError) for e in errors)
@@ -41,7 +41,7 @@ def test_every_error_is_an_nbchat_error_and_exported():
 
 
 def test_every_chat_option_is_documented_in_the_help():
-    from nbchat.magics import ChatMagics
+    from nbchat.jupyter.magics import ChatMagics
 
     doc = ChatMagics.chat_magic.__doc__
     for option in ("--thread", "--new", "--model", "--system", "--history", "--no-stream",

@@ -8,8 +8,8 @@ import traceback
 import pytest
 
 from nbchat import Chat
-from nbchat.config import Settings
-from nbchat.errors import LLMError, ServerError
+from nbchat.base.config import Settings
+from nbchat.base.errors import LLMError, ServerError
 from nbchat.llm import LLMClient
 from nbchat.testing import Reply
 
@@ -146,7 +146,7 @@ def test_a_password_in_the_endpoint_url_is_never_shown_nor_stored(
 
 
 def test_redact_removes_the_user_and_password_of_any_url() -> None:
-    from nbchat.config import redact_url
+    from nbchat.base.config import redact_url
     from nbchat.llm._http import redact
 
     text = "at https://ana:secret@host.example/v1 and http://token@10.0.0.1:8000/x?a=b@c"
@@ -158,7 +158,7 @@ def test_redact_removes_the_user_and_password_of_any_url() -> None:
 
 
 def test_the_policy_repr_hides_a_password_in_the_forced_url() -> None:
-    from nbchat.policy import Policy
+    from nbchat.base.policy import Policy
 
     shown = repr(Policy(force_base_url="https://ana:s3cret-pass@llm.example.org/v1"))
     assert "s3cret-pass" not in shown and "ana" not in shown

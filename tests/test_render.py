@@ -18,8 +18,8 @@ from traitlets.config import Config
 
 from markup_helpers import body, shows, visible
 from nbchat import Answer, PendingCall, ServerError, StreamCutOff
-from nbchat.config import ENV_LIVE
-from nbchat.events import (
+from nbchat.base.config import ENV_LIVE
+from nbchat.base.events import (
     RanCode,
     TextDelta,
     ToolCall,
@@ -32,8 +32,8 @@ from nbchat.events import (
     TurnStarted,
     UsageReported,
 )
-from nbchat.records import Prompt
-from nbchat.render import (
+from nbchat.base.records import Prompt
+from nbchat.jupyter.render import (
     RenderResult,
     TurnRenderer,
     answer_hints,
@@ -449,7 +449,7 @@ def test_the_result_is_the_reply(shell: InteractiveShell) -> None:
 
 
 def test_the_result_is_not_shown_again_where_it_was_rendered(shell: InteractiveShell) -> None:
-    from nbchat.render import execution_marker
+    from nbchat.jupyter.render import execution_marker
 
     result = RenderResult("Four.", thread_id=3, turn=1, model="m")
     result.shown_in = execution_marker()

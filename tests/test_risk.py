@@ -26,8 +26,9 @@ from hypothesis import strategies as st
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
-import nbchat._risk
-from nbchat._allowlist import (
+import nbchat.context._risk
+from nbchat.base.errors import InputError
+from nbchat.context._allowlist import (
     ATTRIBUTES,
     BUILTINS,
     BY_NAME,
@@ -36,15 +37,14 @@ from nbchat._allowlist import (
     MODULES,
     member_names,
 )
-from nbchat._code_tool import RunCode
-from nbchat._risk import (
+from nbchat.context._risk import (
     APPROVALS,
     classify,
     effective_approval,
     max_approval,
     needs_approval,
 )
-from nbchat.errors import InputError
+from nbchat.context.run_code import RunCode
 
 NOTEBOOK = """\
 import codecs, logging, math, os, platform, random, sqlite3, statistics
@@ -271,7 +271,7 @@ def test_without_a_namespace_every_name_asks():
 
 
 def test_the_module_docstring_examples_run():
-    results = doctest.testmod(nbchat._risk)
+    results = doctest.testmod(nbchat.context._risk)
     assert (results.failed, results.attempted > 0) == (0, True)
 
 
@@ -427,7 +427,7 @@ LIFT = """\
 import os
 import nbchat
 from nbchat import RunCode
-from nbchat._risk import effective_approval, max_approval
+from nbchat.context._risk import effective_approval, max_approval
 os.environ.pop("NBCHAT_MAX_APPROVAL")
 tool = RunCode(print, approval="never-ask")
 print(effective_approval("never-ask"), max_approval(), tool.auto_response({"code": "import os"}))

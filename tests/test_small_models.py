@@ -13,10 +13,10 @@ import pytest
 
 import nbchat
 from nbchat import Chat
-from nbchat.chat import TITLE_PROMPT
-from nbchat.config import Settings
-from nbchat.errors import InputError
-from nbchat.events import ToolCallRequested
+from nbchat.base.config import Settings
+from nbchat.base.errors import InputError
+from nbchat.base.events import ToolCallRequested
+from nbchat.engine.chat import TITLE_PROMPT
 from nbchat.llm import LLMClient
 from nbchat.testing import Reply, ScriptedServer
 

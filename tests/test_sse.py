@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from nbchat.errors import MalformedStream, StreamCutOff
-from nbchat.events import (
+from nbchat.base.errors import MalformedStream, StreamCutOff
+from nbchat.base.events import (
     ReplyFinished,
     TextDelta,
     ToolCall,

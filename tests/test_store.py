@@ -13,8 +13,7 @@ import pytest
 from filelock import FileLock
 
 import nbchat
-from nbchat._storage import user_dirname
-from nbchat.errors import (
+from nbchat.base.errors import (
     AlreadyAnswered,
     InputError,
     NoPendingCall,
@@ -23,8 +22,9 @@ from nbchat.errors import (
     StoreVersionError,
     ThreadNotFound,
 )
-from nbchat.records import AnsweredCall, PendingCall, Prompt
+from nbchat.base.records import AnsweredCall, PendingCall, Prompt
 from nbchat.store import SearchHit, Store, Thread, ThreadInfo, ThreadStore, Turn
+from nbchat.store._files import user_dirname
 from store_backends import Opener
 
 SRC = str(Path(nbchat.__file__).resolve().parents[1])

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import nbchat
-from nbchat.config import is_store_url
-from nbchat.records import PendingCall, Prompt
+from nbchat.base.config import is_store_url
+from nbchat.base.records import PendingCall, Prompt
 from nbchat.store import ThreadStore, open_store
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
@@ -83,8 +83,8 @@ for i in range(count):
 # Answers call c<round> of turn <round> of thread 1 when the go file appears.
 ANSWERER = r"""
 import os, sys, time
-from nbchat.errors import AlreadyAnswered
-from nbchat.records import AnsweredCall
+from nbchat.base.errors import AlreadyAnswered
+from nbchat.base.records import AnsweredCall
 from nbchat.store import open_store
 path, name, go, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 store = open_store(path, "ana")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from nbchat._storage import user_dirname
-from nbchat.errors import StoreError, StoreUnsafe
+from nbchat.base.errors import StoreError, StoreUnsafe
 from nbchat.store import ThreadStore
+from nbchat.store._files import user_dirname
 from shell_helpers import Ran
 
 NOBODY = 65534

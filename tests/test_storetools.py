@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from nbchat.__main__ import main
-from nbchat._pg import redact
-from nbchat.config import store_location
-from nbchat.errors import ConfigError
-from nbchat.records import AnsweredCall, PendingCall, Prompt
+from nbchat.base.config import store_location
+from nbchat.base.errors import ConfigError
+from nbchat.base.records import AnsweredCall, PendingCall, Prompt
 from nbchat.store import Store, ThreadStore, open_store
-from nbchat.storetools import check_store, migrate_store, store_users
+from nbchat.store._pg import redact
+from nbchat.store.copy import check_store, migrate_store, store_users
 
 
 def fill(store: Store) -> None:

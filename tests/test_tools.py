@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 import pytest
 
 import nbchat.tools
-from nbchat.errors import (
+from nbchat.base.errors import (
     InputError,
     InvalidToolAnswer,
     InvalidToolArguments,
@@ -1106,8 +1106,8 @@ def test_a_client_tool_schema_that_is_not_a_json_schema_is_refused() -> None:
 
 
 def test_nbchats_own_client_tools_have_valid_schemas() -> None:
-    from nbchat._arguments import schema_problem
-    from nbchat._code_tool import RunCode
+    from nbchat.context.run_code import RunCode
+    from nbchat.tools._arguments import schema_problem
 
     for cls in (AskUser, Choose, Confirm, RunCode):
         assert schema_problem(cls.parameters) is None, cls.name

@@ -15,9 +15,9 @@ import pytest
 
 from markup_helpers import body, visible
 from nbchat import Chat, ClientTool, Requirement
-from nbchat.errors import InvalidToolAnswer
+from nbchat.base.errors import InvalidToolAnswer
+from nbchat.jupyter.panel import ChatPanel, PromptGroup, pending_prompts, show_tool_prompts
 from nbchat.testing import Reply, ScriptedServer
-from nbchat.widgets import ChatPanel, PromptGroup, pending_prompts, show_tool_prompts
 
 COLOUR = ("choose", {"question": "Which colour?", "options": ["red", "green"]})
 NAME = ("ask_user", {"question": "What is your name?", "placeholder": "Ana"})

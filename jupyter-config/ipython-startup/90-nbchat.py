@@ -12,7 +12,7 @@ Startup files run in the user's namespace, so this one leaves no names behind.
 def _nbchat_autoload():
     import os
 
-    # Spelled once in nbchat.config.ENV_NO_AUTOLOAD; importing it here would
+    # Spelled once in nbchat.base.config.ENV_NO_AUTOLOAD; importing it here would
     # import nbchat in every kernel.
     if os.environ.get("NBCHAT_NO_AUTOLOAD", "").strip().lower() not in ("", "0", "false", "no"):
         return
@@ -32,7 +32,7 @@ def _nbchat_autoload():
         # request; hand such cells to nbchat's own transformer (which loads it).
         if any("%chat" in line and line.rstrip().endswith("?") for line in lines):
             try:
-                from nbchat.magics import protect_chat_questions as transform
+                from nbchat.jupyter.magics import protect_chat_questions as transform
             except Exception:  # nbchat broken: IPython's own reading of the cell
                 return lines
             return transform(lines)

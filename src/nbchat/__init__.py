@@ -8,14 +8,11 @@ layer loads only through the functions at the bottom of this module.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-from ._code_tool import RunCode
-from ._open_store import open_store
-from ._store_base import SearchHit, Store
-from .chat import LLM, Answer, AnswerText, Chat
-from .context import ContextItem, describe
-from .errors import (
+from . import _moved
+from .base.errors import (
     AlreadyAnswered,
     AuthenticationError,
     ConfigError,
@@ -50,9 +47,14 @@ from .errors import (
     ToolRequirementsNotMet,
     TurnInterrupted,
 )
-from .history import ChatHistory, Message
-from .records import AnsweredCall, PendingCall, Prompt
-from .store import ThreadStore
+from .base.records import AnsweredCall, PendingCall, Prompt
+from .context import ContextItem, describe
+from .context.run_code import RunCode
+from .engine.chat import LLM, Answer, AnswerText, Chat
+from .engine.history import ChatHistory, Message
+from .store._open import open_store
+from .store.base import SearchHit, Store
+from .store.tinydb import ThreadStore
 from .tools import AskUser, Choose, ClientTool, Confirm, Requirement, ToolContext, tool
 
 __version__ = "0.1.0"
@@ -122,25 +124,30 @@ __all__ = [
 ]
 
 
+_moved.install()
+
+
 def __getattr__(name: str) -> Any:
     # PostgresStore imports psycopg (~0.1 s): only when asked for.
     if name == "PostgresStore":
-        from .pgstore import PostgresStore
+        from .store.postgres import PostgresStore
 
         return PostgresStore
+    if f"nbchat.{name}" in _moved.MOVED:  # nbchat.base.errors and the rest of the old flat layout
+        return importlib.import_module(f"nbchat.{name}")
     raise AttributeError(f"module 'nbchat' has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython: Any) -> None:
     """Register ``%chat`` / ``%%chat`` (``%load_ext nbchat``; safe to call twice)."""
-    from .magics import load
+    from .jupyter.magics import load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """Remove ``%chat`` / ``%%chat``."""
-    from .magics import unload
+    from .jupyter.magics import unload
 
     unload(ipython)
 
@@ -154,7 +161,7 @@ def notebook_tools(shell: Any = None, *, approval: str = "always") -> list[Any]:
     ``NBCHAT_MAX_APPROVAL``) lets the code run. Use as
     ``Chat(tools=nbchat.notebook_tools())`` in a notebook.
     """
-    from ._notebook import notebook_tools as make
+    from .jupyter.notebook_tools import notebook_tools as make
 
     return make(shell, approval=approval)
 
@@ -165,12 +172,12 @@ def panel(*, side: bool = False, **kwargs: Any) -> Any:
     With ``side=True`` it opens in JupyterLab's right side area (one per
     kernel; asking again brings it back), needing ``nbchat[lab]``; elsewhere
     it falls back to the cell with a one-line note. ``kwargs`` go to
-    :class:`nbchat.widgets.ChatPanel`.
+    :class:`nbchat.jupyter.panel.ChatPanel`.
     """
     if side:
-        from ._side import side_panel
+        from .jupyter._side import side_panel
 
         return side_panel(**kwargs)
-    from .widgets import ChatPanel
+    from .jupyter.panel import ChatPanel
 
     return ChatPanel(**kwargs)

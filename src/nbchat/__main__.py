@@ -11,9 +11,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
-from .chat import Answer, Chat
-from .errors import InvalidToolAnswer, NbchatError
-from .events import (
+from .base.errors import InvalidToolAnswer, NbchatError
+from .base.events import (
     ContextWindowed,
     Event,
     ReasoningDelta,
@@ -23,8 +22,9 @@ from .events import (
     TurnFailed,
     TurnFinished,
 )
-from .options import check_options, parse_value
-from .records import PendingCall
+from .base.options import check_options, parse_value
+from .base.records import PendingCall
+from .engine.chat import Answer, Chat
 
 INDENT = "    "
 
@@ -134,7 +134,7 @@ def _store_parser(sub: Any) -> None:
 
 
 def _store(args: argparse.Namespace) -> int:
-    from .storetools import check_store, migrate_store
+    from .store.copy import check_store, migrate_store
 
     try:
         if args.task == "migrate":

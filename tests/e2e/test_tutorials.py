@@ -23,7 +23,7 @@ import nbformat
 import pytest
 from playwright.sync_api import Page
 
-from nbchat.config import ENV_JUPYTER_RUNTIME_DIR
+from nbchat.base.config import ENV_JUPYTER_RUNTIME_DIR
 from nbchat.llm import local
 
 from .jupyterlab import JupyterLab, screenshot, start_jupyterlab

@@ -4,7 +4,7 @@ llama.cpp's server takes ``tool_choice`` only as ``auto``, ``none`` or
 ``required``, and small models' chat templates often drop ``tools`` altogether.
 Its ``response_format`` with a JSON schema holds the reply to the tool's
 parameters instead; the reply is then the call's arguments, turned into the
-same :class:`~nbchat.events.ToolCallRequested` a tool-calling server sends.
+same :class:`~nbchat.base.events.ToolCallRequested` a tool-calling server sends.
 Such a template also shows a tool's result under a role the model never
 learned, so the round goes back as plain turns (:func:`plain_rounds`).
 """
@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ..events import ReplyEvent, ReplyFinished, TextDelta, ToolCall, ToolCallRequested
+from ..base.events import ReplyEvent, ReplyFinished, TextDelta, ToolCall, ToolCallRequested
 from ._protocol import Reply
 
 _QUOTED = 500  # characters of the question repeated in the hint (a small model copies from it)

@@ -24,9 +24,9 @@ from collections.abc import Callable, Collection, Iterator
 
 import httpx
 
-from .._secrets import REDACTED, redact_url, remember, scrub
-from ..config import ENV_AZURE_AD_TOKEN, Settings
-from ..errors import (
+from ..base._secrets import REDACTED, redact_url, remember, scrub
+from ..base.config import ENV_AZURE_AD_TOKEN, Settings
+from ..base.errors import (
     AuthenticationError,
     ContextOverflow,
     LLMConnectError,

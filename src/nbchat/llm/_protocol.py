@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..events import ReplyEvent, ToolCall, Usage
+from ..base.events import ReplyEvent, ToolCall, Usage
 
 
 @dataclass(frozen=True)

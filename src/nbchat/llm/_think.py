@@ -10,7 +10,7 @@ about the tag is left alone.
 
 from __future__ import annotations
 
-from ..events import ReasoningDelta, TextDelta
+from ..base.events import ReasoningDelta, TextDelta
 
 OPEN = "<think>"
 CLOSE = "</think>"

@@ -12,7 +12,7 @@ result (so the rounds of one tool loop are too).
 Stop reasons are told in the OpenAI words the engine reads: ``end_turn`` and
 ``stop_sequence`` are ``stop``, ``max_tokens`` is ``length``, ``tool_use`` is
 ``tool_calls``; ``refusal`` stays ``refusal``. Signed thinking blocks come out
-as :class:`~nbchat.events.ReasoningBlock` as well as their text, and go back
+as :class:`~nbchat.base.events.ReasoningBlock` as well as their text, and go back
 unchanged with the tool results of the same turn.
 """
 
@@ -22,9 +22,9 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from .._content import CONTEXT_NOTE, items_from_message
-from ..errors import MalformedStream, ServerError, StreamCutOff
-from ..events import (
+from ..base.content import CONTEXT_NOTE, items_from_message
+from ..base.errors import MalformedStream, ServerError, StreamCutOff
+from ..base.events import (
     ReasoningBlock,
     ReasoningDelta,
     ReplyEvent,

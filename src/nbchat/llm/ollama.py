@@ -6,9 +6,9 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from .._content import CONTEXT_NOTE, items_from_message
-from ..errors import MalformedStream, ServerError, StreamCutOff
-from ..events import (
+from ..base.content import CONTEXT_NOTE, items_from_message
+from ..base.errors import MalformedStream, ServerError, StreamCutOff
+from ..base.events import (
     ReasoningDelta,
     ReplyEvent,
     ReplyFinished,

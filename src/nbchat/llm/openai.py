@@ -12,9 +12,9 @@ import json.scanner
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from .._content import content_parts, flatten_text, items_from_message, message_content
-from ..errors import MalformedStream, ServerError, StreamCutOff
-from ..events import (
+from ..base.content import content_parts, flatten_text, items_from_message, message_content
+from ..base.errors import MalformedStream, ServerError, StreamCutOff
+from ..base.events import (
     ReasoningDelta,
     ReplyEvent,
     ReplyFinished,

@@ -1,0 +1,249 @@
+"""Typed records that cross module boundaries: tool calls, prompts, pending and answered calls.
+
+Dicts exist only where these meet the store or the wire: ``to_dict`` /
+``from_dict`` convert, and ``from_dict`` checks what it reads like user input
+(a damaged store file raises :class:`RecordError`, which the store reports as
+:class:`~nbchat.base.errors.StoreCorrupt` naming the file).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class RecordError(ValueError):
+    """A record read back from a store or the wire is not one nbchat wrote."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call the LLM asked for: its id, the tool's name and the raw JSON arguments."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The call in OpenAI message format."""
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
+        """Read an OpenAI-format call; raises RecordError when it is not one."""
+        fn = _mapping(data, "tool call").get("function")
+        fn = _mapping(fn, "tool call's function")
+        name, call_id = fn.get("name"), data.get("id")
+        if not isinstance(name, str) or not name or not isinstance(call_id, str):
+            raise RecordError("a tool call without a name or an id")
+        args = fn.get("arguments", "{}")
+        if not isinstance(args, str):
+            args = json.dumps(args)
+        return cls(id=call_id, name=name, arguments=args)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts an endpoint reported, when it reports them.
+
+    ``prompt_tokens`` is the whole input; ``cache_read_tokens`` and
+    ``cache_write_tokens`` are the parts of it read from and written to the
+    endpoint's prompt cache (priced apart), None when the endpoint says nothing.
+    """
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+
+    @property
+    def total_tokens(self) -> int | None:
+        if self.prompt_tokens is None and self.completion_tokens is None:
+            return None
+        return (self.prompt_tokens or 0) + (self.completion_tokens or 0)
+
+    def to_dict(self) -> dict[str, int]:
+        """The counts the endpoint reported, as stored with a turn."""
+        counts = {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+        }
+        return {name: value for name, value in counts.items() if value is not None}
+
+    def __add__(self, other: Usage) -> Usage:
+        """The counts of two replies of one turn, summed (None stays None only on both sides)."""
+        return Usage(*(_sum(a, b) for a, b in zip(_counts(self), _counts(other), strict=True)))
+
+
+def _counts(usage: Usage) -> tuple[int | None, ...]:
+    return (
+        usage.prompt_tokens, usage.completion_tokens, usage.cache_read_tokens,
+        usage.cache_write_tokens,
+    )  # fmt: skip
+
+
+def _sum(a: int | None, b: int | None) -> int | None:
+    return None if a is None and b is None else (a or 0) + (b or 0)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What a front end shows for a client-tool call.
+
+    ``kind`` picks the controls: ``"choice"`` one button per option,
+    ``"confirm"`` Yes/No, ``"text"`` (and anything else) a text box.
+    ``markdown`` is rendered above the question; ``extra`` keeps whatever
+    else a custom tool's ``prompt()`` returned.
+    """
+
+    kind: str
+    question: str
+    options: tuple[str, ...] = ()
+    placeholder: str = ""
+    markdown: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {**self.extra, "kind": self.kind, "question": self.question}
+        if self.options:
+            data["options"] = list(self.options)
+        if self.placeholder:
+            data["placeholder"] = self.placeholder
+        if self.markdown:
+            data["markdown"] = self.markdown
+        return data
+
+    @classmethod
+    def from_dict(cls, data: object, *, default_question: str = "") -> Prompt:
+        """A prompt from a tool's ``prompt()`` dict or a stored one; RecordError if malformed."""
+        data = _mapping(data, "prompt")
+        kind = data.get("kind", "text")
+        question = data.get("question") or default_question
+        options = data.get("options", ())
+        if not isinstance(kind, str) or not isinstance(question, str):
+            raise RecordError("a prompt whose kind or question is not text")
+        if not isinstance(options, list | tuple):
+            raise RecordError("a prompt whose options are not a list")
+        if kind == "choice" and not options:
+            raise RecordError("a choice prompt without options")
+        known = ("kind", "question", "options", "placeholder", "markdown")
+        return cls(
+            kind=kind,
+            question=question,
+            options=tuple(str(option) for option in options),
+            placeholder=str(data.get("placeholder") or ""),
+            markdown=str(data.get("markdown") or ""),
+            extra={k: v for k, v in data.items() if k not in known},
+        )
+
+
+@dataclass(frozen=True)
+class PendingCall:
+    """A client-tool call waiting for the person's answer."""
+
+    thread_id: int
+    turn: int
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    prompt: Prompt
+
+    @property
+    def call(self) -> ToolCall:
+        return ToolCall(self.call_id, self.tool, json.dumps(self.arguments))
+
+    @property
+    def question(self) -> str:
+        """The question with its options, as plain text (for terminals and logs)."""
+        prompt = self.prompt
+        text = " ".join(prompt.question.split()) or self.tool
+        if prompt.kind == "code":  # the person must see the code to answer
+            lines = str(self.arguments.get("code", "")).split("\n")
+            code = "\n".join("      " + line for line in lines)
+            return f"{text}\n{code}\n   (run, reject: WHY, or edit: NEW CODE)"
+        if prompt.options:
+            text += f" (one of: {', '.join(prompt.options)})"
+        elif prompt.kind == "confirm":
+            text += " (yes or no)"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form (thread and turn are where it is stored).
+
+        The arguments are kept once: what a prompt shows and what an answer
+        acts on are the same copy.
+        """
+        return {
+            "call": {"id": self.call_id, "type": "function", "function": {"name": self.tool}},
+            "arguments": self.arguments,
+            "prompt": self.prompt.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, thread_id: int, turn: int, data: object) -> PendingCall:
+        """A stored pending call; RecordError when the entry is damaged."""
+        data = _mapping(data, "pending call")
+        call = ToolCall.from_dict(_mapping(data.get("call"), "pending call's call"))
+        arguments = data.get("arguments")
+        if not isinstance(arguments, dict):
+            raise RecordError(f"pending call {call.id!r} has no arguments")
+        prompt = Prompt.from_dict(data.get("prompt"), default_question=call.name)
+        return cls(thread_id, turn, call.id, call.name, dict(arguments), prompt)
+
+
+@dataclass(frozen=True)
+class AnsweredCall:
+    """A client-tool call the person answered: what was asked and what they said."""
+
+    call_id: str
+    tool: str
+    question: str
+    answer: Any
+    by: str = ""
+    at: float = 0.0
+
+    @property
+    def shown(self) -> str:
+        """The answer as a person reads it."""
+        if isinstance(self.answer, bool):
+            return "yes" if self.answer else "no"
+        return " ".join(str(self.answer).split())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "call_id": self.call_id, "tool": self.tool, "question": self.question,
+            "answer": _jsonable(self.answer), "by": self.by, "at": self.at,
+        }  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: object) -> AnsweredCall:
+        data = _mapping(data, "answered call")
+        call_id, tool = data.get("call_id"), data.get("tool")
+        if not isinstance(call_id, str) or not isinstance(tool, str):
+            raise RecordError("an answered call without its id or tool")
+        at = data.get("at", 0.0)
+        return cls(
+            call_id, tool, str(data.get("question") or ""), data.get("answer"),
+            str(data.get("by") or ""), float(at) if isinstance(at, int | float) else 0.0,
+        )  # fmt: skip
+
+
+def _mapping(value: object, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise RecordError(f"a {what} that is not an object")
+    return value
+
+
+def _jsonable(value: object) -> Any:
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError):
+        return str(value)

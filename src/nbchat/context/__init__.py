@@ -1,0 +1,160 @@
+"""Live objects as context for a question: bounded descriptions a model can read.
+
+:func:`describe` turns any object into a :class:`ContextItem`: a name, a short
+kind for people ("DataFrame 1,000,000×12"), a text for the model within a
+token budget, and an image when the object is one (a figure, a PIL image,
+PNG/JPEG bytes). Who describes it, first match wins:
+
+1. the object's own ``_repr_llm_()``;
+2. a ``formatter`` passed in (the Jupyter layer passes IPython's
+   ``text/llm+plain`` formatter; this module never imports IPython);
+3. nbchat's built-ins: pandas and polars frames and series, numpy arrays,
+   matplotlib figures, exceptions, containers, modules, callables;
+4. a shortened ``repr``.
+
+pandas, polars, numpy and matplotlib are never imported here: an object is
+recognised only if its library is already loaded.
+
+A question carries its context apart from its text: a user message dict with a
+``"context"`` list (:meth:`ContextItem.to_dict`), which the providers send as
+content parts (:func:`content_parts`) or as Ollama's text and ``images``:
+:data:`CONTEXT_NOTE`, then each item in a ``<context>`` block its text cannot
+close (:mod:`nbchat.base._delimiters`). Descriptions never carry the keys nbchat
+uses nor the values of secret-named environment variables (:mod:`nbchat.base._secrets`).
+
+>>> item = describe({"lr": 0.1, "epochs": 3}, "params")
+>>> item.summary
+'params (dict of 2)'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from ..base._secrets import scrub
+from ..base.content import (
+    CONTEXT_NOTE,
+    ContextImage,
+    ContextItem,
+    content_parts,
+    context_line,
+    estimate_tokens,
+    fit,
+    flatten_text,
+    items_from_message,
+    message_content,
+)
+from ..base.errors import InputError
+from ._describers import describe_builtin, short_repr
+from ._images import MAX_SIDE, image_of, is_image
+
+DEFAULT_BUDGET = 2000
+Formatter = Callable[[object], "str | None"]
+
+__all__ = [
+    "CONTEXT_NOTE",
+    "DEFAULT_BUDGET",
+    "ContextImage",
+    "ContextItem",
+    "as_items",
+    "content_parts",
+    "context_line",
+    "describe",
+    "estimate_tokens",
+    "flatten_text",
+    "items_from_message",
+    "message_content",
+]
+
+
+def describe(
+    obj: object,
+    name: str,
+    *,
+    budget: int = DEFAULT_BUDGET,
+    formatter: Formatter | None = None,
+    image: bool = True,
+    max_side: int = MAX_SIDE,
+) -> ContextItem:
+    """``obj`` as a :class:`ContextItem` named ``name``, its text within ``budget`` tokens.
+
+    Parameters
+    ----------
+    budget
+        At most this many tokens (estimated) of text; longer descriptions are
+        cut at a line and say so.
+    formatter
+        Called with the object when it has no ``_repr_llm_``; a str it returns
+        is the description, None passes to the built-ins.
+    image
+        Attach figures and images as pictures (their text description stays).
+    """
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
+        raise InputError(f"the context budget is a number of tokens above 0, got {budget!r}")
+    kind, text = _description(obj, formatter)
+    picture = image_of(obj, max_side) if image and is_image(obj) else None
+    if picture is not None:
+        text += f"\n(the image is attached: {picture.width}×{picture.height} px)"
+    return ContextItem(name, kind, fit(scrub(text), budget), picture)
+
+
+def _description(obj: object, formatter: Formatter | None) -> tuple[str, str]:
+    try:
+        return _first_description(obj, formatter)
+    except Exception as exc:  # the object's own code (or an odd dtype) failed: say so, go on
+        kind = type(obj).__name__
+        why = f"{type(exc).__name__}: {exc}"[:200]
+        return kind, f"{type(obj).__module__}.{kind} (not described: {why}): {short_repr(obj)}"
+
+
+def _first_description(obj: object, formatter: Formatter | None) -> tuple[str, str]:
+    kind = type(obj).__name__
+    own = _own_repr_llm(obj)
+    if own is not None:
+        return kind, own
+    if formatter is not None:
+        formatted = formatter(obj)
+        if isinstance(formatted, str) and formatted:
+            return kind, formatted
+    builtin = describe_builtin(obj)
+    if builtin is not None:
+        return builtin
+    if is_image(obj):
+        return "image", f"an image ({type(obj).__module__}.{kind})"
+    return kind, f"{type(obj).__module__}.{kind}: {short_repr(obj)}"
+
+
+def _own_repr_llm(obj: object) -> str | None:
+    if isinstance(obj, type):  # a class's _repr_llm_ is for its instances
+        return None
+    method = getattr(obj, "_repr_llm_", None)
+    if not callable(method):
+        return None
+    value = method()
+    return value if isinstance(value, str) else None
+
+
+def as_items(context: Any, budget: int = DEFAULT_BUDGET) -> list[ContextItem]:
+    """Context as given to ``Chat.ask``: items, ``(name, object)`` pairs or a ``{name: object}``.
+
+    A list holds items, pairs or bare objects (described under their type's
+    name); anything else is one bare object.
+    """
+    if isinstance(context, Mapping):
+        pairs: Iterable[Any] = context.items()
+    elif isinstance(context, (list, tuple)):
+        pairs = context
+    else:
+        pairs = [context]
+    items: list[ContextItem] = []
+    for entry in pairs:
+        if isinstance(entry, ContextItem):
+            items.append(entry)
+        elif isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str):
+            items.append(describe(entry[1], entry[0], budget=budget))
+        else:
+            items.append(describe(entry, type(entry).__name__, budget=budget))
+    return items
+
+

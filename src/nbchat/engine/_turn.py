@@ -1,0 +1,299 @@
+"""The turn loop: ask the model, run kernel tools, suspend on client tools.
+
+One loop, used by every front end. What a turn changes is written through a
+*recorder* (the thread store for threads, a ChatHistory or nothing for
+history-only turns), so the loop itself neither renders nor persists.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..base.errors import ContextOverflow, EmptyAnswer, NbchatError, ToolError
+from ..base.events import (
+    ContextWindowed,
+    Event,
+    ReasoningBlock,
+    ReasoningDelta,
+    ReplyFinished,
+    TextDelta,
+    ToolCall,
+    ToolCallPending,
+    ToolCallRequested,
+    ToolResult,
+    TurnFailed,
+    TurnFinished,
+    TurnStarted,
+    TurnStatus,
+    Usage,
+    UsageReported,
+)
+from ..base.records import PendingCall, Prompt, RecordError
+from ..llm import LLMClient
+from ..llm._stop import StopSignal
+from ..tools import ClientTool, KernelTool, Toolbox, ToolContext
+from ._endings import cut_note, ending_of, sendable_call
+
+CHECKPOINT_SECONDS = 2.0
+
+
+class Recorder(Protocol):
+    """Where a turn's progress goes."""
+
+    def checkpoint(self, text: str, messages: list[dict[str, Any]]) -> None:
+        """Partial progress, so that a killed process loses little."""
+
+    def finish(
+        self,
+        status: str,
+        text: str,
+        messages: list[dict[str, Any]],
+        *,
+        pending: list[PendingCall] = ...,
+        error: str | None = None,
+        usage: Usage | None = None,
+        finish_reason: str | None = None,
+        reasoning: str = "",
+    ) -> None:
+        """The turn's outcome: complete, incomplete, suspended, interrupted or failed."""
+
+
+class NullRecorder:
+    """Records nothing (one-off questions)."""
+
+    def checkpoint(self, text: str, messages: list[dict[str, Any]]) -> None:
+        pass
+
+    def finish(self, status: str, text: str, messages: list[dict[str, Any]], **_: Any) -> None:
+        pass
+
+
+@dataclass
+class TurnSpec:
+    """Everything one run of the loop needs."""
+
+    llm: LLMClient
+    model: str
+    context: list[dict[str, Any]]  # system + earlier turns + the query
+    toolbox: Toolbox
+    tool_context: ToolContext
+    recorder: Recorder
+    thread_id: int | None = None
+    turn: int = 0
+    messages: list[dict[str, Any]] = field(default_factory=list)  # produced so far this turn
+    text: str = ""  # answer text so far this turn (a resumed turn starts with it)
+    max_rounds: int = 8
+    suspendable: bool = True
+    options: Mapping[str, Any] = field(default_factory=dict)  # generation options, checked
+    # Called once when the endpoint says the request is too long: a shorter context
+    # and how many earlier turns it leaves out, or None when nothing can be left out.
+    refit: Callable[[NbchatError], tuple[list[dict[str, Any]], int] | None] | None = None
+    dropped_turns: int = 0  # earlier turns the context already leaves out
+    context_size: int | None = None
+    # Told the endpoint's prompt token count of the turn's first request.
+    calibrate: Callable[[int], None] | None = None
+    stop: StopSignal | None = None  # set from another thread: the turn ends as interrupted
+
+
+def run_turn(spec: TurnSpec) -> Iterator[Event]:
+    """Events of one turn, from the first request to finished, suspended or failed."""
+    started = time.monotonic()
+    yield TurnStarted(spec.thread_id, spec.turn, spec.model)
+    if spec.dropped_turns:
+        yield ContextWindowed(spec.dropped_turns, spec.context_size)
+    parts = [spec.text] if spec.text else []
+    reasoning: list[str] = []
+    usage: Usage | None = None
+    finish_reason: str | None = None
+
+    def finish(
+        status: TurnStatus, pending: Sequence[PendingCall] = (), note: str = ""
+    ) -> TurnFinished:
+        """Record the outcome, then the event that says it."""
+        text, thinking = "".join(parts), "".join(reasoning)
+        spec.recorder.finish(
+            status, text, spec.messages, pending=list(pending), usage=usage,
+            finish_reason=finish_reason, reasoning=thinking,
+        )  # fmt: skip
+        return TurnFinished(
+            spec.thread_id, spec.turn, text, status, spec.model, usage,
+            time.monotonic() - started, finish_reason, thinking, note,
+        )  # fmt: skip
+
+    round_number = 0
+    refitted = spec.refit is None
+    while round_number <= spec.max_rounds:
+        separate = bool(parts)  # rounds of text are paragraphs of one answer
+        round_start = len(parts)
+        calls: list[ToolCall] = []
+        blocks: list[dict[str, Any]] = []  # signed reasoning, sent back with the tool results
+        tools = spec.toolbox.schemas() if round_number < spec.max_rounds else None
+        options = spec.options if round_number == 0 else _unforced(spec.options)
+        finish_reason, replied = None, False
+        try:
+            monotonic, add_text = time.monotonic, parts.append  # once, not per chunk
+            next_checkpoint = monotonic() + CHECKPOINT_SECONDS
+            for event in spec.llm.stream(
+                spec.context + spec.messages, model=spec.model, tools=tools, options=options,
+                stop=spec.stop,
+            ):
+                if type(event) is TextDelta:
+                    if separate:
+                        separate = False
+                        add_text("\n\n")
+                        round_start += 1
+                        yield TextDelta("\n\n")
+                    add_text(event.text)
+                    yield event
+                    if monotonic() > next_checkpoint:
+                        spec.recorder.checkpoint("".join(parts), spec.messages)
+                        next_checkpoint = monotonic() + CHECKPOINT_SECONDS
+                elif type(event) is ToolCallRequested:
+                    calls.append(event.call)
+                    yield event
+                elif type(event) is ReasoningDelta:
+                    reasoning.append(event.text)
+                    yield event
+                elif type(event) is ReasoningBlock:
+                    blocks.append(event.block)
+                elif type(event) is UsageReported:
+                    usage = _add(usage, event.usage)
+                    counted = event.usage.prompt_tokens
+                    if round_number == 0 and counted and spec.calibrate is not None:
+                        spec.calibrate(counted)
+                    yield event
+                elif type(event) is ReplyFinished:
+                    finish_reason, replied = event.finish_reason, True
+        except (ContextOverflow, EmptyAnswer) as error:
+            if refitted or len(parts) > round_start or calls or spec.refit is None:
+                yield from _failed(spec, parts, round_start, error)
+                return
+            refitted = True
+            shorter = spec.refit(error)
+            if shorter is None:
+                yield from _failed(spec, parts, round_start, error)
+                return
+            spec.context, dropped = shorter
+            yield ContextWindowed(dropped, getattr(error, "context_size", None))
+            continue
+        except (KeyboardInterrupt, GeneratorExit):
+            spec.messages = _with_text(spec.messages, parts[round_start:])
+            finish("interrupted")
+            raise
+        except NbchatError as error:
+            yield from _failed(spec, parts, round_start, error)
+            return
+        if spec.stop is not None and spec.stop.is_set() and (calls or not replied):
+            # A reply that ended whole before the stop stands; its tool calls do not run.
+            spec.messages = _with_text(spec.messages, parts[round_start:])
+            yield finish("interrupted")
+            return
+        round_text = "".join(parts[round_start:])
+        ending = ending_of(finish_reason)
+        if ending != "complete" or not calls:
+            # A reply the model did not finish may hold a cut-off tool call: never run it.
+            spec.messages.append({"role": "assistant", "content": round_text})
+            if ending == "complete":
+                yield finish("complete")
+                return
+            note = cut_note(ending, spec.options)
+            if calls:
+                note += f" (the {calls[0].name} call it was writing was cut off and not run)"
+            yield finish("incomplete", note=note)
+            return
+        sent = [sendable_call(call) for call in calls]
+        asked: dict[str, Any] = {
+            "role": "assistant",
+            "content": round_text,
+            "tool_calls": [s.call.to_dict() for s in sent],
+        }
+        if blocks:
+            asked["reasoning_blocks"] = blocks
+        spec.messages.append(asked)
+        pending: list[PendingCall] = []
+        for call, checked in zip(calls, sent, strict=True):
+            if checked.error is not None:  # the raw arguments stay in the error, for the record
+                result: ToolResult | None = ToolResult(call, checked.error, is_error=True)
+            else:
+                try:
+                    result = _handle_call(spec, call, pending)
+                except KeyboardInterrupt:  # a tool was running (code, say): the turn stops too
+                    finish("interrupted")
+                    raise
+            if result is not None:
+                spec.messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call.id,
+                        "name": call.name,
+                        "content": result.output,
+                    }
+                )
+                yield result
+        if pending:
+            finished = finish("suspended", pending)
+            yield from map(ToolCallPending, pending)
+            yield finished
+            return
+        round_number += 1
+
+
+def _failed(
+    spec: TurnSpec, parts: list[str], round_start: int, error: NbchatError
+) -> Iterator[Event]:
+    text = "".join(parts)
+    spec.recorder.finish(
+        "failed", text, _with_text(spec.messages, parts[round_start:]), error=str(error)
+    )
+    yield TurnFailed(spec.thread_id, spec.turn, error, text)
+
+
+def _unforced(options: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Options for the requests after tool results: a forced tool choice would loop."""
+    choice = options.get("tool_choice")
+    if choice is None or choice in ("auto", "none"):
+        return options
+    return {k: v for k, v in options.items() if k != "tool_choice"}
+
+
+def _handle_call(spec: TurnSpec, call: ToolCall, pending: list[PendingCall]) -> ToolResult | None:
+    """Run a kernel tool, or queue a client tool as pending (returning None)."""
+    try:
+        tool = spec.toolbox.get(call.name)
+        if isinstance(tool, KernelTool):
+            return ToolResult(call, tool.run(call.arguments))
+        assert isinstance(tool, ClientTool)
+        arguments = tool.parse_arguments(call.arguments)
+        tool.check_requirements(spec.tool_context, arguments)
+        automatic = tool.auto_response(arguments)
+        if automatic is not None:
+            answer = tool.parse_response(arguments, automatic)
+            output = tool.get_tool_output(arguments, answer)
+            return ToolResult(call, output, shown=tool.shown_output(arguments, answer))
+        prompt = Prompt.from_dict(tool.prompt(arguments), default_question=call.name)
+    except ToolError as error:  # bad arguments, unmet requirements, unknown tool
+        return ToolResult(call, f"error: {error}", is_error=True)
+    except RecordError as error:
+        return ToolResult(call, f"error: the tool's prompt is malformed: {error}", is_error=True)
+    except Exception as error:  # a kernel tool's own failure is the LLM's to see
+        return ToolResult(call, f"error: {type(error).__name__}: {error}", is_error=True)
+    if not spec.suspendable:
+        return ToolResult(
+            call, "error: this conversation cannot wait for the person's answer", is_error=True
+        )
+    pending.append(
+        PendingCall(spec.thread_id or 0, spec.turn, call.id, call.name, arguments, prompt)
+    )
+    return None
+
+
+def _with_text(messages: list[dict[str, Any]], round_parts: list[str]) -> list[dict[str, Any]]:
+    text = "".join(round_parts).strip()
+    return messages + [{"role": "assistant", "content": text}] if text else list(messages)
+
+
+def _add(total: Usage | None, more: Usage) -> Usage:
+    return more if total is None else total + more

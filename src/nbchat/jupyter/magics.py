@@ -1,0 +1,959 @@
+"""``%chat`` / ``%%chat``: ask in threads, manage them, answer client tools.
+
+``load(ipython)`` registers :class:`ChatMagics` (what ``%load_ext nbchat`` and
+the auto-load startup file end up calling) and the input transformer that
+keeps ``%chat What is Python?`` a question; ``unload`` removes both. Nothing
+here talks to the network or imports ipywidgets before it is needed.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import sys
+import traceback
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+from IPython.core.magic_arguments import argument, argument_group, magic_arguments
+from IPython.display import display
+from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, observe, validate
+
+from ..base import markup
+from ..base._notices import notify, set_notifier
+from ..base._secrets import scrub
+from ..base.errors import NbchatError
+from ..base.options import check_options, parse_value
+from ..context._interpolate import interpolate, resolve
+from ..engine.chat import TITLE_WAIT
+from ._magic_syntax import protect_chat_questions, split_options
+from ._notes import show_note
+from .render import Mode, RenderResult, TurnRenderer, detect_mode, execution_marker
+
+if TYPE_CHECKING:
+    from ..engine.chat import Chat
+    from ..engine.history import ChatHistory
+
+__all__ = ["ChatMagics", "load", "protect_chat_questions", "unload"]
+
+NOTEBOOK_TOOLS = ("run_code",)
+COMMANDS = (
+    "list", "show", "use", "rename", "delete", "models", "export", "panel", "answer", "retry",
+    "search", "key",
+)  # fmt: skip
+ERROR_PROMPT = (
+    "I ran code in a Jupyter notebook and got the error below. Explain briefly what went "
+    "wrong and how to fix it.\n\n{traceback}"
+)
+MAX_TRACEBACK_CHARS = 8000
+API_KEY_REFUSED = (
+    "ChatMagics.api_key is not a setting, and the value was discarded; give the key with "
+    "%chat --key (a hidden prompt) or the NBCHAT_API_KEY environment variable, set before "
+    "starting Jupyter"
+)
+KEY_PROMPT = "API key (hidden; kept in this kernel's memory only): "
+KEY_NO_STDIN = (
+    "%chat --key asks at a hidden prompt, and this notebook cannot show one (it runs "
+    "without a person, e.g. under nbclient); set NBCHAT_API_KEY in the environment "
+    "before starting Jupyter instead"
+)
+FIX_QUESTION = "Why does this fail, and how do I fix it?"
+FIX_REQUEST = "Give the whole corrected cell as one ```python code block."
+CONTINUE_QUESTION = (
+    "Continue your previous answer exactly where it stopped, without repeating any of it."
+)
+_FENCE = re.compile(r"^```[^\n`]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
+
+
+@magics_class
+class ChatMagics(Magics):
+    """The ``%chat`` magic, one per shell; it keeps the session's current thread.
+
+    Settings are traits (``%config ChatMagics.model = "llama3.2"``); unset ones
+    come from the ``NBCHAT_*`` environment variables, read again when they change.
+    """
+
+    model = Unicode(None, allow_none=True, help="Model of new threads.").tag(config=True)
+    base_url = Unicode(None, allow_none=True, help="The endpoint's URL.").tag(config=True)
+    provider = Unicode(None, allow_none=True, help="'openai' or 'ollama'.").tag(config=True)
+    store = Unicode(None, allow_none=True, help="Where threads are kept.").tag(config=True)
+    user = Unicode(None, allow_none=True, help="Whose threads.").tag(config=True)
+    system = Unicode(None, allow_none=True, help="System prompt of new threads.").tag(config=True)
+    live = Bool(
+        None, allow_none=True,
+        help="True: stream answers live; False: render them once, at the end; "
+        "None: live when a person is at the notebook, once under nbclient/nbval.",
+    ).tag(config=True)
+    tools = List(
+        Unicode(),
+        help="Names of variables holding tools the model may call "
+        "(@nbchat.tool functions, ClientTool instances), besides the built-in client tools.",
+    ).tag(config=True)
+    permissions = List(
+        Unicode(), help="Permissions the current user has, for client tools' requirements."
+    ).tag(config=True)
+    api_key = Unicode(
+        None, allow_none=True,
+        help="Refused: give the key with %chat --key, or set the NBCHAT_API_KEY environment "
+        "variable.",
+    ).tag(config=True)
+    panel_area = CaselessStrEnum(
+        ("cell", "side"), "cell",
+        help="Where %chat --panel opens the panel: 'cell', or 'side' (JupyterLab's right "
+        "side area; needs nbchat[lab]).",
+    ).tag(config=True)
+    prices = Dict(
+        help="Dollars per million input and output tokens by model, for the panel's cost "
+        'estimates: {"gpt-4o-mini": [0.15, 0.6]}; NBCHAT_PRICES when empty.',
+    ).tag(config=True)
+    options = Dict(
+        help="Generation options for this session, e.g. {'max_tokens': 500, 'temperature': "
+        "0.2}; a thread's options and a question's flags win over them.",
+    ).tag(config=True)
+    builtin_tools = Bool(
+        None, allow_none=True,
+        help="Offer the built-in client tools (ask_user, choose, confirm): True, False, or "
+        "None for on except with the local model and NBCHAT_TOOLLESS_MODELS.",
+    ).tag(config=True)
+    max_updates_per_second = Float(
+        10.0, help="At most this many live display updates a second (fewer for long answers)."
+    ).tag(config=True)
+    agent = Bool(
+        False,
+        help="Offer the notebook tools to every question, as --agent does: the model may list "
+        "variables, describe them, read cells and the last error, and run code after your yes.",
+    ).tag(config=True)
+    approval = Unicode(
+        "always",
+        help="When code the model wants to run needs your yes: 'always', 'risky' (all code "
+        "but what the allowlist proves harmless) or 'never-ask'. NBCHAT_MAX_APPROVAL caps it.",
+    ).tag(config=True)
+    instructions = CaselessStrEnum(
+        ("auto", "off"), None, allow_none=True,
+        help="'auto': add the nearest AGENTS.md or .nbchat.md (the notebook's folder or a "
+        "parent up to your home folder, only from folders only you can write) to the system "
+        "prompt; 'off'; None: NBCHAT_INSTRUCTIONS, else off.",
+    ).tag(config=True)
+    context_budget = Int(
+        2000, help="Tokens each @name (or --figure, --fix) description may take at most."
+    ).tag(config=True)
+
+    @validate("api_key")
+    def _validate_api_key(self, proposal: Any) -> None:
+        """Refuse a key in %config at once; it is never kept, here or in any config."""
+        if proposal["value"] is not None:
+            print(f"UsageError: {API_KEY_REFUSED}", file=sys.stderr)
+            _forget_config_key(self.shell)
+        return None
+
+    def __init__(self, shell: Any = None, **kwargs: Any) -> None:
+        super().__init__(shell=shell, **kwargs)
+        self.thread_id: int | None = None
+        self._chat: Chat | None = None
+        self._chat_key: tuple[Any, ...] | None = None
+        self._agent_chat: tuple[tuple[Any, ...], Chat] | None = None
+        self._agent_tools: tuple[str, list[Any]] | None = None
+        self._use_agent = False
+        self._session_key: tuple[str, str] | None = None  # (endpoint, key) from --key
+        self._key_version = 0
+        self._panels: weakref.WeakSet[Any] = weakref.WeakSet()  # the panels %chat --panel opened
+
+    @observe("prices")
+    def _observe_prices(self, change: Any) -> None:
+        """Prices given while a panel is open apply to it at once, to answers shown and to come."""
+        for panel in list(getattr(self, "_panels", ())):
+            try:
+                panel.prices = dict(change["new"]) or None
+            except NbchatError as error:
+                panel.show_error(error)
+
+    @property
+    def chat(self) -> Chat:
+        """The Chat these magics use, rebuilt when a setting or NBCHAT_* variable changes.
+
+        While an ``--agent`` question (or an answer to its ``run_code``) runs,
+        it is a second Chat that also offers the notebook tools.
+        """
+        if self._use_agent:
+            return self._chat_with_notebook_tools()
+        return self._plain_chat()
+
+    def _chat_with_notebook_tools(self) -> Chat:
+        from ..engine.chat import Chat
+
+        base = self._plain_chat()
+        key = (id(base), self.approval, tuple(map(id, self._user_tools())), self._key_version)
+        if self._agent_chat is None or self._agent_chat[0] != key:
+            chat = Chat(
+                model=self.model or None,
+                base_url=self.base_url or None,
+                api_key=self._key_for_endpoint(),
+                provider=self.provider or None,
+                store=base.store,
+                tools=[*self._user_tools(), *self._notebook_tools()],
+                permissions=self.permissions,
+            )
+            chat._llm = base._llm  # one endpoint client (and one fallback notice) for both
+            self._agent_chat = (key, chat)
+        return self._agent_chat[1]
+
+    def _notebook_tools(self) -> list[Any]:
+        """The notebook tools for the current approval policy (made once per policy)."""
+        if self._agent_tools is None or self._agent_tools[0] != self.approval:
+            from .notebook_tools import notebook_tools, show_run
+
+            tools = notebook_tools(self.shell, approval=self.approval, on_run=show_run)
+            self._agent_tools = (self.approval, tools)
+        return self._agent_tools[1]
+
+    def _plain_chat(self) -> Chat:
+        tools = self._user_tools()
+        options = check_options(self.options, source="ChatMagics.options")
+        key = (self.model, self.base_url, self.provider, self.store, self.user, _environment(),
+               tuple(map(id, tools)), tuple(self.permissions), repr(sorted(options.items())),
+               self.builtin_tools, self._key_version)
+        if self._chat is None or key != self._chat_key:
+            from ..engine.chat import Chat
+
+            old = self._chat
+            self._chat = Chat(
+                model=self.model or None, base_url=self.base_url or None,
+                api_key=self._key_for_endpoint(),
+                provider=self.provider or None, store=self.store or None, user=self.user or None,
+                tools=tools, permissions=self.permissions, options=options,
+                builtin_tools=self.builtin_tools,
+            )
+            self._chat_key = key
+            if old is not None and old.store.location() != self._chat.store.location():
+                self.thread_id = None  # the current thread was another store's or user's
+        return self._chat
+
+    def _endpoint(self) -> str:
+        """The endpoint the settings name (empty when nbchat will find one itself)."""
+        from ..base.config import resolve
+
+        return resolve(base_url=self.base_url or None).base_url
+
+    def _key_for_endpoint(self) -> str | None:
+        """The key given with --key, while the endpoint is still the one it was given for."""
+        if self._session_key is None or self._session_key[0] != self._endpoint():
+            return None
+        return self._session_key[1]
+
+    def _user_tools(self) -> list[Any]:
+        """The objects named by the ``tools`` setting, from the user's namespace."""
+        namespace = self.shell.user_ns if self.shell is not None else {}
+        missing = [name for name in self.tools if name not in namespace]
+        if missing:
+            raise UsageError(
+                f"ChatMagics.tools names {', '.join(map(repr, missing))}, which "
+                f"{'is' if len(missing) == 1 else 'are'} not defined; define the tool first "
+                f"or fix %config ChatMagics.tools"
+            )
+        return [namespace[name] for name in self.tools]
+
+    @magic_arguments(name="chat")
+    @argument_group("Asking")
+    @argument("-t", "--thread", type=int, metavar="ID",
+              help="Ask in thread ID (this time only; --use switches).")
+    @argument("-n", "--new", action="store_true",
+              help="Start a new thread and make it current (alone: just start it).")
+    @argument("-m", "--model", metavar="MODEL",
+              help="The model: of the new thread, or for this question only.")
+    @argument("-s", "--system", metavar="SYSTEM",
+              help="Start a new thread with this system prompt (with -H: for this question).")
+    @argument("-H", "--history", metavar="VAR",
+              help="Ask with the ChatHistory in variable VAR; no thread is touched.")
+    @argument("--no-stream", action="store_true", help="Render the answer once, at the end.")
+    @argument("--no-interpolate", action="store_true", help="Send {braces} exactly as typed.")
+    @argument("--code", action="store_true",
+              help="Put the answer's first code block into a new cell below.")
+    @argument("--error", action="store_true",
+              help="Ask about the last exception of this session (with its traceback).")
+    @argument("--continue", dest="continue_", action="store_true",
+              help="Ask the model to go on with its last answer (one cut at the token limit).")
+    @argument_group("Context")
+    @argument("--fix", action="store_true",
+              help="Attach the last exception, its traceback and the failing cell; the "
+                   "answer's code goes into a new cell below.")
+    @argument("--figure", action="store_true", help="Attach the last figure as an image.")
+    @argument("--context-budget", type=int, metavar="TOKENS",
+              help="At most this many tokens for each @name description (default 2000).")
+    @argument("--agent", action="store_true",
+              help="Let the model look at the notebook (variables, cells, last error) and run "
+                   "code once you say yes.")
+    @argument_group("Generation (for this question; --set saves them in the thread)")
+    @argument("--max-tokens", type=int, metavar="N", help="Stop the answer after N tokens.")
+    @argument("--temperature", type=float, metavar="T", help="Sampling temperature (0-2).")
+    @argument("--top-p", type=float, metavar="P", help="Nucleus sampling (0-1).")
+    @argument("--seed", type=int, metavar="N", help="Sampling seed, for repeatable answers.")
+    @argument("--stop", action="append", metavar="TEXT", help="Stop at TEXT (repeatable).")
+    @argument("--tool-choice", metavar="CHOICE",
+              help="auto, none, required, or a tool's name to make the model call it.")
+    @argument("--thinking", type=int, metavar="BUDGET",
+              help="Let the model think first, up to BUDGET tokens (Anthropic; 1024 or more).")
+    @argument("--no-cache", action="store_true",
+              help="Send no prompt-cache breakpoints (Anthropic caches by default).")
+    @argument("-o", "--option", action="append", metavar="KEY=VALUE",
+              help="Any other option, passed to the endpoint (e.g. -o num_ctx=8192).")
+    @argument("--set", action="store_true",
+              help="Save the generation options given with it in the thread (alone: "
+              "for its next turns).")
+    @argument("--builtin-tools", choices=("on", "off"),
+              help="Offer the built-in client tools in this thread (saved).")
+    @argument_group("Threads")
+    @argument("--list", action="store_true", help="List your threads.")
+    @argument("--show", nargs="?", const="", metavar="ID",
+              help="Show a thread's conversation (the current one without ID).")
+    @argument("--search", action="store_true",
+              help="Find TEXT in your threads, newest first: --search TEXT.")
+    @argument("--use", type=int, metavar="ID", help="Make thread ID the current thread.")
+    @argument("--rename", type=int, metavar="ID", help="Retitle thread ID: --rename ID TITLE.")
+    @argument("--delete", type=int, metavar="ID", help="Delete thread ID.")
+    @argument("--export", nargs=2, metavar=("ID", "PATH"),
+              help="Write thread ID to PATH: .md (Markdown) or .ipynb (a notebook).")
+    @argument_group("Other")
+    @argument("--models", action="store_true", help="List the models the endpoint offers.")
+    @argument("--mcp", nargs="?", const="", metavar="SERVERS",
+              help="Alone: list the MCP servers, their state and their tools. Before a "
+                   "question: offer only these servers' tools (comma-separated), or off.")
+    @argument("--key", action="store_true",
+              help="Give the endpoint's API key at a hidden prompt; it is kept in this "
+                   "kernel's memory only, never shown or saved.")
+    @argument("--panel", action="store_true", help="Open the chat panel widget.")
+    @argument("--side", action="store_true",
+              help="With --panel: in JupyterLab's right side area (one per kernel).")
+    @argument("--answer", action="store_true",
+              help="Answer a waiting client-tool call: --answer [CALL] VALUE.")
+    @argument("--retry", action="store_true",
+              help="Ask the last question of the thread again after it failed or was "
+                   "interrupted (answers you gave to its tool calls are sent again).")
+    @argument("-h", "--help", action="store_true", help="Show this help.")
+    @argument("text", nargs="*", metavar="QUESTION",
+              help="The question: the rest of the line, or the cell body (exactly as typed).")
+    @line_cell_magic("chat")  # type: ignore[arg-type]  # IPython types its name form as Never
+    @no_var_expand  # nbchat interpolates {name} itself (scrubbed); $ stays as typed
+    def chat_magic(self, line: str, cell: str | None = None) -> RenderResult | None:
+        """Chat with an LLM in threads that are kept.
+
+        Forms::
+
+          %chat QUESTION              ask in the current thread (a new one if none)
+          %%chat [options]            ask the cell body
+          reply = %chat QUESTION      the reply object: reply.text, str(reply)
+          %chat --list | --show [ID] | --use ID | --new [-m MODEL] [-s SYSTEM]
+          %chat --rename ID TITLE | --delete ID | --export ID PATH | --search TEXT
+          %chat --models | --key | --panel [--side] | --error [MORE] | --answer [CALL] VALUE
+          %chat --mcp | --mcp SERVER[,SERVER] QUESTION | --mcp off QUESTION
+          %chat --retry [-t ID]
+          %chat --fix [MORE] | --figure QUESTION | --agent QUESTION
+
+        A line that does not start with ``-`` is a question, whatever its
+        words and its last character. After options, the rest of the line is
+        the question; ``--`` ends the options. ``{name}``, ``{name.attr}`` and
+        ``{name[key]}`` (``{In[3]}``, ``{Out[3]}``) are replaced by their value
+        in the notebook; other braces stay as typed; ``{{name}}`` gives
+        ``{name}``. ``@name`` (``@df``, ``@model.coef_``, ``@In[3]``,
+        ``@Out[4]``) attaches a description of that object as context, apart
+        from the question (not inside `code` or an e-mail address); a figure
+        or image goes as a picture. With ``--agent`` the model may also look
+        at the notebook and ask to run code: you answer Run, Edit or Reject.
+        Tools of the MCP servers configured in ``mcp.json`` are offered too
+        (``--mcp`` lists them; ``--mcp off`` or ``--mcp SERVER`` chooses for one
+        question); a tool the server does not mark read-only asks Run / Reject.
+        Errors are one line, with what to do.
+
+        Settings: ``%config ChatMagics.model = "MODEL"`` (also base_url,
+        provider, store, user, system, live, max_updates_per_second, tools,
+        builtin_tools, agent, approval, instructions, context_budget, panel_area, prices, and
+        ``options = {"max_tokens": 500}``), else the NBCHAT_* environment variables.
+
+        The panel: Enter sends, Shift+Enter adds a line, Escape stops the
+        answer, Up recalls earlier questions. ``--panel --side`` (or
+        ``%config ChatMagics.panel_area = "side"``) puts it in JupyterLab's
+        right side area; each answer shows its model, tokens and time, with
+        a cost estimate when ``prices`` (or NBCHAT_PRICES) has the model.
+
+        Generation options (``--max-tokens``, ``--temperature``, ``--seed``,
+        ``--stop``, ``--tool-choice``, ``--thinking BUDGET``, ``--no-cache``,
+        ``-o KEY=VALUE``) apply to one question
+        and are saved with its turn; with ``--set`` they are saved in the thread
+        for its next turns (shown by ``--show``). Precedence: the question's,
+        the thread's, ``ChatMagics.options``, then ``NBCHAT_OPTIONS``. An
+        answer cut at the token limit says so; ``%chat --continue`` goes on.
+
+        Examples::
+
+          %chat What is a context manager?
+          %chat -m llama3.2 Explain {df.shape} in one sentence
+          %chat --error why does this happen?
+          %chat Which columns of @df have missing values?
+          %chat --figure Is the trend in this plot significant?
+          %chat --fix
+          %chat --agent What is the median price per city in df?
+          %chat --answer run
+          %%chat -n -s "You are a terse reviewer" --code
+          Write a function that parses ISO dates.
+          %chat -m claude-sonnet-4-5 --thinking 2048 Why is the sky blue?
+          %%chat --max-tokens 300 --temperature 0.2 --seed 1
+          Summarize this in three bullet points: {text}
+          %chat --continue
+          %chat --set --max-tokens 800 --builtin-tools off
+        """
+        try:
+            result = self._run(line, cell)
+        except NbchatError as err:
+            raise UsageError(str(err)) from err
+        finally:
+            self._use_agent = False
+        if result is not None and detect_mode() == "text" and _echoed(self.shell):
+            return None  # a terminal would print an empty "Out[n]:" under the answer
+        return result
+
+    # -- dispatch ---------------------------------------------------------------
+    def _run(self, line: str, cell: str | None) -> RenderResult | None:
+        words, text = split_options(line, self._arity) if line.lstrip().startswith("-") else (
+            [], line.strip())
+        opts = self.chat_magic.parser.parse_args(words)
+        if opts.help:
+            print(self.chat_magic.__doc__)
+            return None
+        if cell is not None and cell.strip():
+            text = "\n".join(part for part in (text, cell.strip("\n").rstrip()) if part)
+        if opts.side and not opts.panel:
+            raise UsageError("--side goes with --panel: %chat --panel --side")
+        if opts.mcp == "":
+            if text:
+                raise UsageError("--mcp before a question names the servers to use, or off: "
+                                 "%chat --mcp files QUESTION; alone it lists them")
+            self._cmd_mcp()
+            return None
+        commands = [name for name in COMMANDS if getattr(opts, name) not in (None, False)]
+        if len(commands) > 1:
+            raise UsageError(f"use one command at a time, not --{' and --'.join(commands)}")
+        if commands:
+            return self._command(commands[0], opts, text)
+        if opts.error:
+            return self._ask(self._error_question(text, opts), opts, interpolated=True)
+        if opts.fix:
+            return self._fix(text, opts)
+        if opts.continue_:
+            if text or opts.history is not None or opts.new:
+                raise UsageError("--continue goes on with the current thread's last answer; "
+                                 "give it no question, -H or -n")
+            if self.thread_id is None and opts.thread is None:
+                raise UsageError("no current thread to continue; ask something first")
+            return self._ask(CONTINUE_QUESTION, opts, interpolated=True)
+        if not text and (opts.set or opts.builtin_tools):
+            self._set_thread(opts)
+            return None
+        if not text:
+            if opts.new or opts.system is not None:
+                self._new_thread(opts)
+                return None
+            raise UsageError("ask something: %chat QUESTION, or %%chat with the question "
+                             "in the cell; see %chat? for the options")
+        return self._ask(text, opts)
+
+    def _arity(self, word: str) -> int | None:
+        """How many values follow an option word (for splitting options from the question)."""
+        actions = self.chat_magic.parser._option_string_actions
+        option = word.split("=", 1)[0]
+        if "=" in word or (option[:2] != "--" and len(option) > 2):
+            return 0  # --opt=value, -mMODEL
+        if option not in actions:
+            matches = [name for name in actions if name.startswith(option) and name[:2] == "--"]
+            option = matches[0] if len(matches) == 1 else option
+        action = actions.get(option)
+        if action is None or action.nargs == 0:
+            return 0
+        if action.nargs == "?":
+            return None
+        return action.nargs if isinstance(action.nargs, int) else 1
+
+    def _command(self, name: str, opts: Any, text: str) -> RenderResult | None:
+        if name == "key":
+            self._cmd_key(text)
+            return None
+        if name == "answer":
+            return self._answer(opts, text)
+        if name == "retry" and not text:
+            thread = opts.thread if opts.thread is not None else self.thread_id
+            if thread is None:
+                raise UsageError("no current thread to retry; say which: %chat -t ID --retry")
+            return self._shown(self._render(self.chat.iter_retry(thread), opts))
+        if text and name not in ("rename", "search"):
+            raise UsageError(f"--{name} takes no question; got {text[:40]!r}")
+        getattr(self, f"_cmd_{name}")(opts, text)
+        return None
+
+    # -- asking -----------------------------------------------------------------
+    def _ask(
+        self, question: str, opts: Any, *, interpolated: bool = False, context: Any = ()
+    ) -> RenderResult:
+        items = [*context, *self._context(question, opts)]
+        if not (interpolated or opts.no_interpolate):
+            question = self._interpolate(question)
+        self._use_agent = bool(opts.agent or self.agent)
+        chat = self.chat
+        options = _flag_options(opts)
+        if self._use_agent and chat.llm.template_has_tools() is False:
+            model = opts.model or chat.llm.default_model()
+            raise UsageError(
+                f"the model {model} cannot use tools (its chat template has none), so --agent "
+                f"cannot look at the notebook or run code: connect a model that can "
+                f"(%env NBCHAT_BASE_URL=… then %chat --key, or NBCHAT_LOCAL_MODEL=a larger "
+                f".gguf), or ask without --agent"
+            )
+        found = self._instructions()
+        chat.instructions = found.system_text() if found is not None else ""
+        if items or found is not None:
+            from ..base.content import context_line
+
+            shown = [context_line(items)] if items else []
+            print("; ".join(shown + ([found.summary] if found is not None else [])))
+        if opts.history is not None:
+            if opts.thread is not None or opts.new:
+                raise UsageError("-H asks with a ChatHistory, not in a thread: drop -t/-n")
+            if opts.set or opts.builtin_tools:
+                raise UsageError("-H asks with a ChatHistory: there is no thread to save "
+                                 "--set or --builtin-tools in; drop them")
+            history = self._user_history(opts.history, opts.system)
+            events = chat.iter_ask_with_history(
+                question, history, model=opts.model, options=options, context=items,
+                mcp=opts.mcp,
+            )
+        else:
+            thread_id = self._thread_for(opts)
+            if opts.set or opts.builtin_tools:
+                self._set_thread(opts, thread_id, quiet=True)
+            events = chat.iter_ask(
+                thread_id, question, model=opts.model, options=options, context=items,
+                mcp=opts.mcp,
+            )
+        result = self._shown(self._render(events, opts))
+        if opts.code:
+            self._code_to_next_cell(result.text)
+        return result
+
+    def _instructions(self) -> Any:
+        """The project instructions for this question, when the person opted in."""
+        from ..base.config import ENV_INSTRUCTIONS
+
+        setting = self.instructions or os.environ.get(ENV_INSTRUCTIONS, "").strip().lower()
+        if setting != "auto":
+            return None
+        from ..context.instructions import find_instructions
+
+        notebook = os.environ.get("JPY_SESSION_NAME", "")
+        folder = Path(notebook).parent if os.path.isabs(notebook) else Path.cwd()
+        return find_instructions(folder)
+
+    @staticmethod
+    def _shown(result: RenderResult) -> RenderResult:
+        """The rendered result; a failed turn's error as the cell's one-line error."""
+        if result.error is None:
+            return result
+        message = str(result.error)
+        if result.thread_id is not None:
+            message += f" (the question is kept: %chat -t {result.thread_id} --retry asks again)"
+        raise UsageError(message) from result.error
+
+    def _render(self, events: Any, opts: Any) -> RenderResult:
+        renderer = TurnRenderer(
+            mode=self._mode(opts.no_stream), chat=self.chat, show_error=False,
+            max_updates_per_second=self.max_updates_per_second, prompts=_show_prompts,
+        )
+        result = renderer.render(events)
+        result.shown_in = execution_marker()
+        return result
+
+    def _mode(self, no_stream: bool) -> Mode | None:
+        if self.live is None and not no_stream:
+            return None
+        if detect_mode() == "text":
+            return "text"  # a terminal prints as it goes; display updates would repeat
+        return "live" if self.live and not no_stream else "final"
+
+    def _context(self, question: str, opts: Any) -> list[Any]:
+        """The objects the question mentions with ``@name``, and the last figure (--figure)."""
+        from ..context import describe
+        from .notebook_tools import Notebook
+
+        if self.shell is None:
+            return []
+        budget = self._budget(opts)
+        notebook = Notebook(self.shell)
+        attached = notebook.attach(question, budget)
+        if attached.unresolved:
+            notify(f"not defined here, no context attached: {', '.join(attached.unresolved)}")
+        items = list(attached.items)
+        if opts.figure:
+            figure = notebook.last_figure()
+            if figure is None:
+                raise UsageError("no figure to attach: draw one first (matplotlib), then --figure")
+            items.append(describe(figure, "figure", budget=budget, formatter=notebook.formatter))
+        return items
+
+    def _budget(self, opts: Any) -> int:
+        budget = opts.context_budget if opts.context_budget is not None else self.context_budget
+        if budget < 1:
+            raise UsageError(f"--context-budget is a number of tokens above 0, got {budget}")
+        return int(budget)
+
+    def _fix(self, text: str, opts: Any) -> RenderResult:
+        from .notebook_tools import Notebook
+
+        error = Notebook(self.shell).last_error(self._budget(opts)) if self.shell else None
+        if error is None:
+            raise UsageError(
+                "no exception in this session yet; run the failing cell, then %chat --fix"
+            )
+        opts.code = True
+        return self._ask(f"{text or FIX_QUESTION}\n\n{FIX_REQUEST}", opts, context=[error])
+
+    def _interpolate(self, text: str) -> str:
+        done = interpolate(text, self.shell.user_ns if self.shell is not None else {})
+        if done.unresolved:
+            names = ", ".join(done.unresolved)
+            notify(f"not defined here, sent as typed: {names} "
+                   f"(--no-interpolate sends all braces as typed)")
+        return done.text
+
+    def _thread_for(self, opts: Any) -> int:
+        if opts.thread is not None:
+            if opts.new or opts.system is not None:
+                raise UsageError("-t asks in an existing thread; -n and -s start a new one: "
+                                 "use one or the other")
+            return int(opts.thread)
+        if opts.new or opts.system is not None or self.thread_id is None:
+            self.thread_id = self.chat.new_thread(
+                opts.model or self.model or None, system=opts.system or self.system or None
+            )
+        return self.thread_id
+
+    def _user_history(self, name: str, system: str | None) -> ChatHistory:
+        from ..engine.history import ChatHistory
+
+        found, value = resolve(name, self.shell.user_ns if self.shell is not None else {})
+        if not found:
+            raise UsageError(f"-H {name}: no such variable in this notebook; "
+                             f"make one with {name} = nbchat.ChatHistory()")
+        if not isinstance(value, ChatHistory):
+            raise UsageError(f"-H {name}: {name} is a {type(value).__name__}, not a "
+                             f"ChatHistory; see chat.history(thread_id) or nbchat.ChatHistory()")
+        if system is not None:
+            value = value.copy()
+            value.system = system
+        return value
+
+    def _error_question(self, text: str, opts: Any) -> str:
+        error = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+        if error is None:
+            raise UsageError("no exception in this session yet; run the failing cell, "
+                             "then %chat --error")
+        tb = getattr(sys, "last_traceback", None) or error.__traceback__
+        lines = "".join(traceback.format_exception(type(error), error, tb)).rstrip()
+        question = ERROR_PROMPT.format(traceback=markup.fence(scrub(lines)[-MAX_TRACEBACK_CHARS:]))
+        if text:
+            question += "\n\n" + (text if opts.no_interpolate else self._interpolate(text))
+        return question
+
+    def _code_to_next_cell(self, text: str) -> None:
+        match = _FENCE.search(text)
+        if match is None:
+            notify("the answer has no code block; no cell added")
+        elif self.shell is not None:
+            self.shell.set_next_input(match.group(1).rstrip("\n"), replace=False)
+
+    # -- client tools -------------------------------------------------------------
+    def _answer(self, opts: Any, text: str) -> RenderResult:
+        if not text:
+            raise UsageError("give the answer: %chat --answer VALUE (or --answer CALL VALUE)")
+        chat = self.chat
+        thread = opts.thread if opts.thread is not None else self.thread_id
+        calls = chat.pending_calls(thread)
+        if thread is None:
+            threads = sorted({call.thread_id for call in calls})
+            if len(threads) > 1:
+                raise UsageError(f"calls wait for an answer in threads {threads}; "
+                                 f"say which: %chat -t ID --answer VALUE")
+            thread = threads[0] if threads else None
+        if thread is None:
+            raise UsageError("no client-tool call is waiting for an answer")
+        first, _, rest = text.partition(" ")
+        call_id = first if rest.strip() and first in {c.call_id for c in calls} else None
+        value = _unquote_value(rest.strip() if call_id else text)
+        answered = [c for c in calls if c.thread_id == thread and call_id in (None, c.call_id)]
+        if any(c.tool in NOTEBOOK_TOOLS for c in answered):
+            self._use_agent = True  # the answer runs a notebook tool: its Chat has it
+            chat = self.chat
+        events = chat.iter_answer_tool_call(thread, value, call_id=call_id)
+        self.thread_id = thread if self.thread_id is None else self.thread_id
+        return self._shown(self._render(events, opts))
+
+    # -- thread commands ------------------------------------------------------------
+    def _set_thread(self, opts: Any, thread_id: int | None = None, quiet: bool = False) -> None:
+        """--set / --builtin-tools: save generation options or the tools switch in a thread."""
+        thread_id = self._thread_for(opts) if thread_id is None else thread_id
+        options = _flag_options(opts) if opts.set else None
+        if opts.set and not options:
+            raise UsageError("--set saves generation options in the thread: give some, e.g. "
+                             "%chat --set --max-tokens 500")
+        builtin = None if opts.builtin_tools is None else opts.builtin_tools == "on"
+        settings = self.chat.update_thread_settings(thread_id, options=options,
+                                                    builtin_tools=builtin)  # fmt: skip
+        if not quiet:
+            saved = settings.get("options") or {}
+            shown = ", ".join(f"{k}={v!r}" for k, v in sorted(saved.items())) or "none"
+            switch = settings.get("builtin_tools")
+            tools = "default" if switch is None else ("on" if switch else "off")
+            print(f"Thread {thread_id}: options {shown}; built-in tools {tools}.")
+
+    def _new_thread(self, opts: Any) -> None:
+        self.thread_id = self._thread_for(opts)
+        model = self.chat.store.get(self.thread_id).model
+        print(f"Thread {self.thread_id} ({model}) is now current.")
+
+    def _cmd_mcp(self) -> None:
+        from ..mcp.tools import overview
+
+        print(overview())
+
+    def _cmd_list(self, opts: Any, text: str) -> None:
+        from ._views import threads_table
+
+        threads = self.chat.threads()
+        if not threads:
+            print(f"No threads yet for user {self.chat.user!r}; ask something with %chat QUESTION")
+            return
+        body, plain = threads_table(threads, self.thread_id)
+        display(markup.bundle(body, plain), raw=True)
+
+    def _cmd_search(self, opts: Any, text: str) -> None:
+        from ._views import search_table
+
+        if not text.strip():
+            raise UsageError("search for what? %chat --search TEXT")
+        hits = self.chat.search(text)
+        if not hits:
+            print(f"Nothing in your threads matches {text!r}")
+            return
+        body, plain = search_table(hits, text)
+        display(markup.bundle(body, plain), raw=True)
+
+    def _cmd_show(self, opts: Any, text: str) -> None:
+        from ._views import thread_html
+
+        self.chat.wait_for_titles(TITLE_WAIT)  # as --list does: a title under way is shown
+        chosen = opts.show if opts.show not in (None, "") else opts.thread
+        thread = self.chat.store.get(self._thread_arg(chosen))
+        body, plain = thread_html(thread)
+        display(markup.bundle(body, plain), raw=True, metadata={"nbchat": {"thread": thread.id}})
+
+    def _cmd_use(self, opts: Any, text: str) -> None:
+        thread = self.chat.store.get(opts.use)
+        self.thread_id = thread.id
+        print(f"Thread {thread.id} ({thread.title or 'untitled'}) is now current.")
+
+    def _cmd_rename(self, opts: Any, text: str) -> None:
+        if not text:
+            raise UsageError("give the new title: %chat --rename ID TITLE")
+        self.chat.update_thread_title(opts.rename, text)
+        print(f"Thread {opts.rename} is now titled {text!r}.")
+
+    def _cmd_delete(self, opts: Any, text: str) -> None:
+        self.chat.delete_thread(opts.delete)
+        if self.thread_id == opts.delete:
+            self.thread_id = None
+        print(f"Deleted thread {opts.delete}.")
+
+    def _cmd_key(self, text: str) -> None:
+        """Ask for the endpoint's key at a hidden prompt; keep it in this process only."""
+        import getpass
+
+        from IPython.core.error import StdinNotImplementedError
+
+        from ..base._secrets import redact_url, remember
+
+        if text:  # never echoed: it may be the key itself
+            raise UsageError("--key takes nothing after it: run %chat --key alone and type "
+                             "the key at its hidden prompt, not in the cell (cells are saved)")
+        endpoint = self._endpoint()
+        if not endpoint:
+            raise UsageError("no endpoint is set for the key: set one first, e.g. "
+                             "%env NBCHAT_BASE_URL=https://api.openai.com/v1, then %chat --key")
+        try:
+            key = getpass.getpass(KEY_PROMPT).strip()
+        except StdinNotImplementedError:
+            raise UsageError(KEY_NO_STDIN) from None
+        except EOFError:
+            key = ""
+        if not key:
+            raise UsageError("no key given; nothing changed")
+        remember(key)
+        self._session_key = (endpoint, key)
+        self._key_version += 1
+        print(f"The key for {redact_url(endpoint)} is set in this kernel's memory only; "
+              f"it was not shown and is saved nowhere.")
+
+    def _cmd_models(self, opts: Any, text: str) -> None:
+        from ._views import models_list
+
+        models = self.chat.list_models()
+        body, plain = models_list(models, self.chat.llm.default_model())
+        display(markup.bundle(body, plain), raw=True)
+
+    def _cmd_export(self, opts: Any, text: str) -> None:
+        from ._views import thread_json, thread_markdown
+
+        thread_id, target = opts.export
+        thread = self.chat.store.get(self._thread_arg(thread_id))
+        path = Path(target).expanduser()
+        writers = {
+            ".md": lambda: thread_markdown(thread) + "\n", ".ipynb": lambda: thread_json(thread)
+        }
+        if path.suffix.lower() not in writers:
+            raise UsageError(f"export to a .md or .ipynb file, not {path.name!r}")
+        try:
+            path.write_text(writers[path.suffix.lower()](), encoding="utf-8")
+        except OSError as err:
+            raise UsageError(f"cannot write {path}: {err.strerror}") from err
+        print(f"Exported thread {thread.id} ({len(thread.turns)} turns) to {path}")
+
+    def _cmd_panel(self, opts: Any, text: str) -> None:
+        try:
+            from ._side import side_panel
+            from .panel import ChatPanel
+        except ImportError as err:
+            raise UsageError(f"the panel is not available: {err}; pip install nbchat") from err
+        prices = dict(self.prices) or None
+        if opts.side or self.panel_area == "side":
+            panel = side_panel(self.chat, prices=prices)  # in a cell: a one-line note
+        else:
+            panel = ChatPanel(chat=self.chat, prices=prices)
+        self._panels.add(panel)
+        display(panel)
+
+    def _thread_arg(self, value: object) -> int:
+        if value in (None, ""):
+            if self.thread_id is None:
+                raise UsageError("no current thread; pick one with %chat --use ID "
+                                 "(see %chat --list)")
+            return self.thread_id
+        try:
+            return int(str(value))
+        except ValueError:
+            raise UsageError(f"thread ids are numbers, got {value!r}; see %chat --list") from None
+
+
+def _flag_options(opts: Any) -> dict[str, Any]:
+    """The generation options given as flags, checked (a bad value names the flag's option)."""
+    options: dict[str, Any] = {}
+    for pair in opts.option or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"-o takes KEY=VALUE (e.g. -o num_ctx=8192), got {pair!r}")
+        options[key.strip()] = parse_value(value.strip())
+    flags = {"max_tokens": opts.max_tokens, "temperature": opts.temperature,
+             "top_p": opts.top_p, "seed": opts.seed, "tool_choice": opts.tool_choice,
+             "thinking": opts.thinking,
+             "prompt_cache": False if opts.no_cache else None}  # fmt: skip
+    options.update({k: v for k, v in flags.items() if v is not None})
+    if opts.stop:
+        options["stop"] = opts.stop[0] if len(opts.stop) == 1 else list(opts.stop)
+    return check_options(options, source="%chat")
+
+
+def _show_prompts(chat: Chat, calls: list[Any], **kwargs: Any) -> None:
+    """Widget prompts for a suspended turn (ipywidgets loads only when one suspends)."""
+    from .prompts import show_tool_prompts
+
+    show_tool_prompts(chat, calls, **kwargs)
+
+
+def load(ipython: Any) -> None:
+    """Register ``%chat`` and its input transformer in ``ipython`` (idempotent)."""
+    if not any(isinstance(m, ChatMagics) for m in ipython.magics_manager.registry.values()):
+        ipython.register_magics(ChatMagics(shell=ipython))
+    cleanup = ipython.input_transformers_cleanup
+    # The auto-load startup file's stand-in hands over to the real transformer.
+    name = protect_chat_questions.__name__
+    cleanup[:] = [t for t in cleanup if getattr(t, "__name__", "") != name]
+    cleanup.append(protect_chat_questions)
+    set_notifier(show_note)
+
+
+def unload(ipython: Any) -> None:
+    """Remove ``%chat`` / ``%%chat`` and the transformer from ``ipython``."""
+    manager = ipython.magics_manager
+    for kind in ("line", "cell"):
+        manager.magics[kind].pop("chat", None)
+    for name, magics in list(manager.registry.items()):
+        if isinstance(magics, ChatMagics):
+            del manager.registry[name]
+            if magics in ipython.configurables:
+                ipython.configurables.remove(magics)
+    cleanup = ipython.input_transformers_cleanup
+    cleanup[:] = [t for t in cleanup if t is not protect_chat_questions]
+    set_notifier(None)
+
+
+def _forget_config_key(shell: Any) -> None:
+    """Drop ``ChatMagics.api_key`` from every configurable's config once the cell has run.
+
+    ``%config`` merges the whole statement into each configurable after this
+    class has refused it, so the copies can only be removed afterwards.
+    """
+    if shell is None:
+        return
+
+    def forget(*_: Any) -> None:
+        for owner in (shell, *shell.configurables):
+            section = owner.config.get("ChatMagics")
+            if section is not None:
+                section.pop("api_key", None)
+        shell.events.unregister("post_run_cell", forget)
+
+    shell.events.register("post_run_cell", forget)
+
+
+def _echoed(shell: Any) -> bool:
+    """Whether the running cell ends with a bare %chat, whose value IPython would echo."""
+    running = getattr(getattr(shell, "displayhook", None), "exec_result", None)
+    info = getattr(running, "info", None)
+    if info is None or info.silent or not isinstance(info.raw_cell, str):
+        return False
+    try:
+        tree = ast.parse(shell.transform_cell(info.raw_cell))
+    except (SyntaxError, ValueError):
+        return False
+    last = tree.body[-1] if tree.body else None
+    if not (isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)):
+        return False
+    call = last.value
+    return (
+        isinstance(call.func, ast.Attribute)
+        and call.func.attr in ("run_line_magic", "run_cell_magic")
+        and bool(call.args)
+        and isinstance(call.args[0], ast.Constant)
+        and call.args[0].value == "chat"
+    )
+
+
+def _environment() -> tuple[tuple[str, str], ...]:
+    """The environment variables a Chat reads, to notice ``%env`` changes."""
+    names = ("OPENAI_API_KEY", "JUPYTERHUB_USER")
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("NBCHAT_")
+                        or k in names))
+
+
+def _unquote_value(text: str) -> str:
+    """``"a b"`` or ``'a b'`` as typed in ``--answer`` loses its quotes."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
