@@ -39,10 +39,8 @@ from typing import Any
 from ..base.config import ENV_STORE_URL, default_user
 from ..base.content import ContextItem
 from ..base.errors import (
-    AlreadyAnswered,
     ConfigError,
     InputError,
-    NoPendingCall,
     StoreCorrupt,
     ThreadNotFound,
 )
@@ -75,6 +73,7 @@ from .base import (
     _check_turn_field,
     _check_type,
     _check_user,
+    _claim_changes,
 )
 
 __all__ = ["PostgresStore"]
@@ -372,29 +371,7 @@ class PostgresStore:
         writer = self._writer()
         with self._db.connection(self._timeout) as conn, conn.transaction():
             current = self._turn(tid, self._lock_turn(conn, tid, index), set())
-            won = next((done for done in current.answered if done.call_id == call_id), None)
-            if won is not None:
-                raise AlreadyAnswered(
-                    f"already answered: call {call_id!r} in thread {tid} was answered "
-                    f"({won.shown}) by someone else first; nothing was sent again",
-                    thread_id=tid,
-                    call_id=call_id,
-                    answer=won.shown,
-                )
-            waiting = [call for call in current.pending if call.call_id == call_id]
-            if current.status != "suspended" or not waiting:
-                raise NoPendingCall(f"no call {call_id!r} waits for an answer in thread {tid}")
-            pending = [c.to_dict() for c in current.pending if c.call_id != call_id]
-            tool_message = {
-                "role": "tool", "tool_call_id": call_id, "name": waiting[0].tool,
-                "content": output,
-            }  # fmt: skip
-            changes = {
-                "messages": [*current.messages, tool_message],
-                "pending": pending,
-                "answered": [*(a.to_dict() for a in current.answered), answer.to_dict()],
-                "status": "suspended" if pending else "streaming",
-            }
+            changes = _claim_changes(current, tid, call_id, output, answer)
             checked = {name: _check_turn_field(name, value) for name, value in changes.items()}
             row = self._write_turn(conn, tid, index, checked, current.status, writer)
         return self._turn(tid, row, {writer})

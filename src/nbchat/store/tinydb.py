@@ -56,9 +56,7 @@ from tinydb.table import Document
 from ..base.config import default_store_path, default_user
 from ..base.content import ContextItem
 from ..base.errors import (
-    AlreadyAnswered,
     InputError,
-    NoPendingCall,
     StoreCorrupt,
     StoreError,
     StoreUnsafe,
@@ -98,6 +96,7 @@ from .base import (
     _check_turn_field,
     _check_type,
     _check_user,
+    _claim_changes,
 )
 
 __all__ = ["ThreadStore"]
@@ -450,29 +449,7 @@ class ThreadStore:
         writer: str,
     ) -> Turn:
         current = self._set_turn(db, tid, index, {}, writer)
-        won = next((done for done in current.answered if done.call_id == call_id), None)
-        if won is not None:
-            raise AlreadyAnswered(
-                f"already answered: call {call_id!r} in thread {tid} was answered "
-                f"({won.shown}) by someone else first; nothing was sent again",
-                thread_id=tid,
-                call_id=call_id,
-                answer=won.shown,
-            )
-        waiting = [call for call in current.pending if call.call_id == call_id]
-        if current.status != "suspended" or not waiting:
-            raise NoPendingCall(f"no call {call_id!r} waits for an answer in thread {tid}")
-        call = waiting[0]
-        pending = [c.to_dict() for c in current.pending if c.call_id != call_id]
-        tool_message = {
-            "role": "tool", "tool_call_id": call_id, "name": call.tool, "content": output,
-        }  # fmt: skip
-        changes = {
-            "messages": [*current.messages, tool_message],
-            "pending": pending,
-            "answered": [*(a.to_dict() for a in current.answered), answer.to_dict()],
-            "status": "suspended" if pending else "streaming",
-        }
+        changes = _claim_changes(current, tid, call_id, output, answer)
         return self._set_turn(db, tid, index, changes, writer)
 
     def _turn(self, doc: dict[str, Any], db: TinyDB) -> Turn:
