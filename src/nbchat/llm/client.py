@@ -11,7 +11,7 @@ import json
 import re
 import threading
 import urllib.parse
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -22,8 +22,6 @@ from ..base.errors import (
     EmptyAnswer,
     LLMConnectError,
     LLMError,
-    LLMTimeout,
-    MalformedStream,
     ModelNotFound,
     ServerError,
     StreamCutOff,
@@ -31,6 +29,7 @@ from ..base.errors import (
 from ..base.events import ReplyEvent
 from ..base.policy import Policy
 from . import _grammar, _http, discovery
+from ._body import Counted, body_bytes, drain, parse_json
 from ._protocol import Provider, Reply
 from ._stop import StopSignal, retry_sleep, send_until_stopped, shut
 from .anthropic import CONTEXT_SIZE as ANTHROPIC_CONTEXT
@@ -89,7 +88,7 @@ class LLMClient:
         with _http.redacting():
             response = self._send("GET", self.provider.models_path)
             try:
-                data = _json(response.read(), self.settings.base_url)
+                data = parse_json(response.read(), self.settings.base_url)
             finally:
                 response.close()
         self._models = Policy.from_env().models(self.provider.parse_models(data))
@@ -151,7 +150,7 @@ class LLMClient:
                 with contextlib.nullcontext() if stop is None else stop.on_set(
                     lambda: shut(response)
                 ):
-                    counted = _Counted(_raw(response, self.settings.base_url))
+                    counted = Counted(body_bytes(response, self.settings.base_url))
                     events = self.provider.decode_stream(counted)
                     if grammar is not None:
                         events = _grammar.as_call(events, str(grammar["name"]))
@@ -163,7 +162,7 @@ class LLMClient:
                         if isinstance(exc, StreamCutOff) and not counted.size:
                             raise self._empty_answer(model) from exc
                         raise
-                    _drain(counted)
+                    drain(counted)
             finally:
                 response.close()
 
@@ -186,7 +185,7 @@ class LLMClient:
                 response.close()
             if not raw.strip():
                 raise self._empty_answer(model)
-            reply = self.provider.parse_reply(_json(raw, self.settings.base_url))
+            reply = self.provider.parse_reply(parse_json(raw, self.settings.base_url))
             return reply if grammar is None else _grammar.as_reply(reply, str(grammar["name"]))
 
     def context_size(self, model: str, options: Mapping[str, Any] | None = None) -> int | None:
@@ -308,7 +307,7 @@ class LLMClient:
             settings.with_(max_retries=0), request, detail=self.provider.error_detail
         )
         try:
-            return _json(response.read(), settings.base_url)
+            return parse_json(response.read(), settings.base_url)
         finally:
             response.close()
 
@@ -449,21 +448,6 @@ def _carries_images(messages: Sequence[dict[str, Any]]) -> bool:
     return False
 
 
-class _Counted:
-    """Body chunks passed through, counting the bytes (an empty body is its own failure)."""
-
-    __slots__ = ("_chunks", "size")
-
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self._chunks = chunks
-        self.size = 0
-
-    def __iter__(self) -> Iterator[bytes]:
-        for chunk in self._chunks:
-            self.size += len(chunk)
-            yield chunk
-
-
 def _ollama_context(data: Any) -> int | None:
     """The context Ollama runs a model with: its ``num_ctx``, else the default, capped."""
     if not isinstance(data, dict):
@@ -477,42 +461,3 @@ def _ollama_context(data: Any) -> int | None:
     return min(size, trained) if trained else size
 
 
-def _raw(response: httpx.Response, url: str) -> Iterator[bytes]:
-    """The body's bytes, with transport failures mid-stream as nbchat errors."""
-    try:
-        yield from response.iter_bytes()
-    except httpx.ReadTimeout as exc:
-        raise LLMTimeout(
-            f"the model endpoint at {url} stopped sending in the middle of the answer; "
-            f"the answer is incomplete — ask again",
-            url=url,
-        ) from exc
-    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-        raise StreamCutOff(
-            f"the connection to {url} broke in the middle of the answer; "
-            f"the answer is incomplete — ask again",
-            url=url,
-        ) from exc
-
-
-def _drain(chunks: Iterable[bytes], limit: int = 65536) -> None:
-    """Read what follows the end marker (the body's last chunk) so the connection is reused."""
-    seen = 0
-    try:
-        for chunk in chunks:
-            seen += len(chunk)
-            if seen > limit:
-                return
-    except LLMError:
-        return
-
-
-def _json(body: bytes, url: str) -> Any:
-    try:
-        return json.loads(body)
-    except ValueError:
-        raise MalformedStream(
-            f"the endpoint at {url} answered something that is not JSON: {body[:80]!r}; "
-            f"check that NBCHAT_BASE_URL points at the API (e.g. ends in /v1)",
-            url=url,
-        ) from None
