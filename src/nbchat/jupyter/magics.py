@@ -4,6 +4,16 @@
 the auto-load startup file end up calling) and the input transformer that
 keeps ``%chat What is Python?`` a question; ``unload`` removes both. Nothing
 here talks to the network or imports ipywidgets before it is needed.
+
+:meth:`ChatMagics._run` parses a line and hands it to one handler from
+``HANDLERS`` (a command, a kind of question, or a plain question). What the
+handlers share but does not need the magics' state lives beside this module:
+the thread commands (:mod:`._thread_commands`), placing an ``--answer``
+(:mod:`._answering`), what a question takes from the notebook
+(:mod:`._magic_context`), the declared options (:mod:`._magic_options`) and
+the line's syntax (:mod:`._magic_syntax`). What stays here needs the
+settings, the Chat they build, or the current thread: the traits, the Chat's
+construction, asking and rendering, and the key, panel and model commands.
 """
 
 from __future__ import annotations
