@@ -5,21 +5,24 @@ question as plain text (the front end sets it with ``textContent``), the
 answer as HTML made by :mod:`nbchat.base.markup`, and the model, time and usage
 as plain text. :func:`conversation_view` is the same turns as one piece of
 safe HTML and plain text, for code and tests that read what the panel shows.
+:func:`context_gauge` is the header's gauge: the context the last answered
+turn used against the model's size, and the thread's cost so far.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..base import markup
-from ..engine._usage import Price, turn_usage_line
+from ..base.errors import NbchatError
+from ..engine._usage import Price, dollars, thread_cost, turn_usage_line
 from ..store.base import Thread, Turn
 from ._views import answer_markdown
 
-__all__ = ["STATUS_LABELS", "conversation_view", "message", "thread_view"]
+__all__ = ["STATUS_LABELS", "context_gauge", "conversation_view", "message", "thread_view"]
 
 STATUS_LABELS = {
     "interrupted": "(interrupted)",
@@ -104,3 +107,34 @@ def thread_view(
         bodies.append(body)
         plains.append(plain)
     return markup.join(bodies, "\n<hr>\n"), "\n---\n".join(plains)
+
+
+def context_gauge(
+    thread: Thread, prices: Mapping[str, Price], context_size: Callable[[str], int | None]
+) -> dict[str, Any]:
+    """The context the last answered turn used, against the model's size; the cost so far.
+
+    ``context_size(model)`` is the model's context window (None or an
+    :class:`~nbchat.NbchatError` when the endpoint does not say).
+    """
+    gauge: dict[str, Any] = {}
+    cost = thread_cost(thread.turns, prices)
+    if cost is not None:
+        gauge["cost"] = dollars(cost)
+    last = next((t for t in reversed(thread.turns) if t.usage), None)
+    usage = last.usage if last is not None and last.usage else {}
+    used = usage.get("prompt_tokens")
+    if not isinstance(used, int):
+        return gauge
+    gauge["used"] = used + int(usage.get("completion_tokens") or 0)
+    cached = usage.get("cache_read_tokens")
+    if isinstance(cached, int) and cached > 0:
+        gauge["cached"] = cached
+    model = (last.model if last is not None else None) or thread.model
+    try:
+        size = context_size(model) if model else None
+    except NbchatError:
+        size = None
+    if size:
+        gauge["size"] = size
+    return gauge

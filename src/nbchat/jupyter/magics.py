@@ -4,32 +4,53 @@
 the auto-load startup file end up calling) and the input transformer that
 keeps ``%chat What is Python?`` a question; ``unload`` removes both. Nothing
 here talks to the network or imports ipywidgets before it is needed.
+
+:meth:`ChatMagics._run` parses a line and hands it to one handler from
+``HANDLERS`` (a command, a kind of question, or a plain question). What the
+handlers share but does not need the magics' state lives beside this module:
+the thread commands (:mod:`._thread_commands`), placing an ``--answer``
+(:mod:`._answering`), what a question takes from the notebook
+(:mod:`._magic_context`), the declared options (:mod:`._magic_options`) and
+the line's syntax (:mod:`._magic_syntax`). What stays here needs the
+settings, the Chat they build, or the current thread: the traits, the Chat's
+construction, asking and rendering, and the key, panel and model commands.
 """
 
 from __future__ import annotations
 
 import ast
 import os
-import re
 import sys
-import traceback
 import weakref
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
-from IPython.core.magic_arguments import argument, argument_group, magic_arguments
 from IPython.display import display
 from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, observe, validate
 
 from ..base import markup
-from ..base._notices import notify, set_notifier
-from ..base._secrets import scrub
+from ..base._notices import set_notifier
 from ..base.errors import NbchatError
-from ..base.options import check_options, parse_value
-from ..context._interpolate import interpolate, resolve
-from ..engine.chat import TITLE_WAIT
+from ..base.options import check_options
+from ..context._interpolate import resolve
+from . import _magic_context
+from . import _thread_commands as threads
+from ._answering import NOTEBOOK_TOOLS, tool_answer
+from ._magic_context import (
+    ERROR_PROMPT,
+    FIX_QUESTION,
+    FIX_REQUEST,
+    MAX_TRACEBACK_CHARS,
+    attached_context,
+    code_to_next_cell,
+    error_question,
+    fix_context,
+    fix_question,
+    project_instructions,
+)
+from ._magic_options import chat_arguments, flag_options
 from ._magic_syntax import protect_chat_questions, split_options
 from ._notes import show_note
 from .render import Mode, RenderResult, TurnRenderer, detect_mode, execution_marker
@@ -40,16 +61,11 @@ if TYPE_CHECKING:
 
 __all__ = ["ChatMagics", "load", "protect_chat_questions", "unload"]
 
-NOTEBOOK_TOOLS = ("run_code",)
 COMMANDS = (
     "list", "show", "use", "rename", "delete", "models", "export", "panel", "answer", "retry",
     "search", "key",
 )  # fmt: skip
-ERROR_PROMPT = (
-    "I ran code in a Jupyter notebook and got the error below. Explain briefly what went "
-    "wrong and how to fix it.\n\n{traceback}"
-)
-MAX_TRACEBACK_CHARS = 8000
+TAKE_TEXT = ("rename", "search", "answer", "key")  # the commands that read the text after them
 API_KEY_REFUSED = (
     "ChatMagics.api_key is not a setting, and the value was discarded; give the key with "
     "%chat --key (a hidden prompt) or the NBCHAT_API_KEY environment variable, set before "
@@ -61,12 +77,11 @@ KEY_NO_STDIN = (
     "without a person, e.g. under nbclient); set NBCHAT_API_KEY in the environment "
     "before starting Jupyter instead"
 )
-FIX_QUESTION = "Why does this fail, and how do I fix it?"
-FIX_REQUEST = "Give the whole corrected cell as one ```python code block."
 CONTINUE_QUESTION = (
     "Continue your previous answer exactly where it stopped, without repeating any of it."
 )
-_FENCE = re.compile(r"^```[^\n`]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
+# Where these lived before the context and --answer code had modules of their own.
+_MOVED = (ERROR_PROMPT, FIX_QUESTION, FIX_REQUEST, MAX_TRACEBACK_CHARS, NOTEBOOK_TOOLS)
 
 
 @magics_class
@@ -256,85 +271,7 @@ class ChatMagics(Magics):
             )
         return [namespace[name] for name in self.tools]
 
-    @magic_arguments(name="chat")
-    @argument_group("Asking")
-    @argument("-t", "--thread", type=int, metavar="ID",
-              help="Ask in thread ID (this time only; --use switches).")
-    @argument("-n", "--new", action="store_true",
-              help="Start a new thread and make it current (alone: just start it).")
-    @argument("-m", "--model", metavar="MODEL",
-              help="The model: of the new thread, or for this question only.")
-    @argument("-s", "--system", metavar="SYSTEM",
-              help="Start a new thread with this system prompt (with -H: for this question).")
-    @argument("-H", "--history", metavar="VAR",
-              help="Ask with the ChatHistory in variable VAR; no thread is touched.")
-    @argument("--no-stream", action="store_true", help="Render the answer once, at the end.")
-    @argument("--no-interpolate", action="store_true", help="Send {braces} exactly as typed.")
-    @argument("--code", action="store_true",
-              help="Put the answer's first code block into a new cell below.")
-    @argument("--error", action="store_true",
-              help="Ask about the last exception of this session (with its traceback).")
-    @argument("--continue", dest="continue_", action="store_true",
-              help="Ask the model to go on with its last answer (one cut at the token limit).")
-    @argument_group("Context")
-    @argument("--fix", action="store_true",
-              help="Attach the last exception, its traceback and the failing cell; the "
-                   "answer's code goes into a new cell below.")
-    @argument("--figure", action="store_true", help="Attach the last figure as an image.")
-    @argument("--context-budget", type=int, metavar="TOKENS",
-              help="At most this many tokens for each @name description (default 2000).")
-    @argument("--agent", action="store_true",
-              help="Let the model look at the notebook (variables, cells, last error) and run "
-                   "code once you say yes.")
-    @argument_group("Generation (for this question; --set saves them in the thread)")
-    @argument("--max-tokens", type=int, metavar="N", help="Stop the answer after N tokens.")
-    @argument("--temperature", type=float, metavar="T", help="Sampling temperature (0-2).")
-    @argument("--top-p", type=float, metavar="P", help="Nucleus sampling (0-1).")
-    @argument("--seed", type=int, metavar="N", help="Sampling seed, for repeatable answers.")
-    @argument("--stop", action="append", metavar="TEXT", help="Stop at TEXT (repeatable).")
-    @argument("--tool-choice", metavar="CHOICE",
-              help="auto, none, required, or a tool's name to make the model call it.")
-    @argument("--thinking", type=int, metavar="BUDGET",
-              help="Let the model think first, up to BUDGET tokens (Anthropic; 1024 or more).")
-    @argument("--no-cache", action="store_true",
-              help="Send no prompt-cache breakpoints (Anthropic caches by default).")
-    @argument("-o", "--option", action="append", metavar="KEY=VALUE",
-              help="Any other option, passed to the endpoint (e.g. -o num_ctx=8192).")
-    @argument("--set", action="store_true",
-              help="Save the generation options given with it in the thread (alone: "
-              "for its next turns).")
-    @argument("--builtin-tools", choices=("on", "off"),
-              help="Offer the built-in client tools in this thread (saved).")
-    @argument_group("Threads")
-    @argument("--list", action="store_true", help="List your threads.")
-    @argument("--show", nargs="?", const="", metavar="ID",
-              help="Show a thread's conversation (the current one without ID).")
-    @argument("--search", action="store_true",
-              help="Find TEXT in your threads, newest first: --search TEXT.")
-    @argument("--use", type=int, metavar="ID", help="Make thread ID the current thread.")
-    @argument("--rename", type=int, metavar="ID", help="Retitle thread ID: --rename ID TITLE.")
-    @argument("--delete", type=int, metavar="ID", help="Delete thread ID.")
-    @argument("--export", nargs=2, metavar=("ID", "PATH"),
-              help="Write thread ID to PATH: .md (Markdown) or .ipynb (a notebook).")
-    @argument_group("Other")
-    @argument("--models", action="store_true", help="List the models the endpoint offers.")
-    @argument("--mcp", nargs="?", const="", metavar="SERVERS",
-              help="Alone: list the MCP servers, their state and their tools. Before a "
-                   "question: offer only these servers' tools (comma-separated), or off.")
-    @argument("--key", action="store_true",
-              help="Give the endpoint's API key at a hidden prompt; it is kept in this "
-                   "kernel's memory only, never shown or saved.")
-    @argument("--panel", action="store_true", help="Open the chat panel widget.")
-    @argument("--side", action="store_true",
-              help="With --panel: in JupyterLab's right side area (one per kernel).")
-    @argument("--answer", action="store_true",
-              help="Answer a waiting client-tool call: --answer [CALL] VALUE.")
-    @argument("--retry", action="store_true",
-              help="Ask the last question of the thread again after it failed or was "
-                   "interrupted (answers you gave to its tool calls are sent again).")
-    @argument("-h", "--help", action="store_true", help="Show this help.")
-    @argument("text", nargs="*", metavar="QUESTION",
-              help="The question: the rest of the line, or the cell body (exactly as typed).")
+    @chat_arguments
     @line_cell_magic("chat")  # type: ignore[arg-type]  # IPython types its name form as Never
     @no_var_expand  # nbchat interpolates {name} itself (scrubbed); $ stays as typed
     def chat_magic(self, line: str, cell: str | None = None) -> RenderResult | None:
@@ -416,48 +353,25 @@ class ChatMagics(Magics):
 
     # -- dispatch ---------------------------------------------------------------
     def _run(self, line: str, cell: str | None) -> RenderResult | None:
-        words, text = split_options(line, self._arity) if line.lstrip().startswith("-") else (
-            [], line.strip())
-        opts = self.chat_magic.parser.parse_args(words)
+        opts, text = self._parse(line, cell)
         if opts.help:
             print(self.chat_magic.__doc__)
             return None
-        if cell is not None and cell.strip():
-            text = "\n".join(part for part in (text, cell.strip("\n").rstrip()) if part)
         if opts.side and not opts.panel:
             raise UsageError("--side goes with --panel: %chat --panel --side")
-        if opts.mcp == "":
-            if text:
-                raise UsageError("--mcp before a question names the servers to use, or off: "
-                                 "%chat --mcp files QUESTION; alone it lists them")
-            self._cmd_mcp()
-            return None
-        commands = [name for name in COMMANDS if getattr(opts, name) not in (None, False)]
-        if len(commands) > 1:
-            raise UsageError(f"use one command at a time, not --{' and --'.join(commands)}")
-        if commands:
-            return self._command(commands[0], opts, text)
-        if opts.error:
-            return self._ask(self._error_question(text, opts), opts, interpolated=True)
-        if opts.fix:
-            return self._fix(text, opts)
-        if opts.continue_:
-            if text or opts.history is not None or opts.new:
-                raise UsageError("--continue goes on with the current thread's last answer; "
-                                 "give it no question, -H or -n")
-            if self.thread_id is None and opts.thread is None:
-                raise UsageError("no current thread to continue; ask something first")
-            return self._ask(CONTINUE_QUESTION, opts, interpolated=True)
-        if not text and (opts.set or opts.builtin_tools):
-            self._set_thread(opts)
-            return None
-        if not text:
-            if opts.new or opts.system is not None:
-                self._new_thread(opts)
-                return None
-            raise UsageError("ask something: %chat QUESTION, or %%chat with the question "
-                             "in the cell; see %chat? for the options")
-        return self._ask(text, opts)
+        name = _form(opts, text)
+        if name in COMMANDS and text and name not in TAKE_TEXT:
+            raise UsageError(f"--{name} takes no question; got {text[:40]!r}")
+        return HANDLERS[name](self, opts, text)
+
+    def _parse(self, line: str, cell: str | None) -> tuple[Any, str]:
+        """The parsed options, and the question: the rest of the line, then the cell body."""
+        words, text = split_options(line, self._arity) if line.lstrip().startswith("-") else (
+            [], line.strip())
+        opts = self.chat_magic.parser.parse_args(words)
+        if not opts.help and cell is not None and cell.strip():
+            text = "\n".join(part for part in (text, cell.strip("\n").rstrip()) if part)
+        return opts, text
 
     def _arity(self, word: str) -> int | None:
         """How many values follow an option word (for splitting options from the question)."""
@@ -475,32 +389,38 @@ class ChatMagics(Magics):
             return None
         return action.nargs if isinstance(action.nargs, int) else 1
 
-    def _command(self, name: str, opts: Any, text: str) -> RenderResult | None:
-        if name == "key":
-            self._cmd_key(text)
-            return None
-        if name == "answer":
-            return self._answer(opts, text)
-        if name == "retry" and not text:
-            thread = opts.thread if opts.thread is not None else self.thread_id
-            if thread is None:
-                raise UsageError("no current thread to retry; say which: %chat -t ID --retry")
-            return self._shown(self._render(self.chat.iter_retry(thread), opts))
-        if text and name not in ("rename", "search"):
-            raise UsageError(f"--{name} takes no question; got {text[:40]!r}")
-        getattr(self, f"_cmd_{name}")(opts, text)
-        return None
-
     # -- asking -----------------------------------------------------------------
+    def _cmd_ask(self, opts: Any, text: str) -> RenderResult:
+        if not text:
+            raise UsageError("ask something: %chat QUESTION, or %%chat with the question "
+                             "in the cell; see %chat? for the options")
+        return self._ask(text, opts)
+
+    def _cmd_error(self, opts: Any, text: str) -> RenderResult:
+        return self._ask(error_question(self.shell, text, opts), opts, interpolated=True)
+
+    def _cmd_fix(self, opts: Any, text: str) -> RenderResult:
+        error = fix_context(self.shell, opts, self.context_budget)
+        opts.code = True
+        return self._ask(fix_question(text), opts, context=[error])
+
+    def _cmd_continue(self, opts: Any, text: str) -> RenderResult:
+        if text or opts.history is not None or opts.new:
+            raise UsageError("--continue goes on with the current thread's last answer; "
+                             "give it no question, -H or -n")
+        if self.thread_id is None and opts.thread is None:
+            raise UsageError("no current thread to continue; ask something first")
+        return self._ask(CONTINUE_QUESTION, opts, interpolated=True)
+
     def _ask(
         self, question: str, opts: Any, *, interpolated: bool = False, context: Any = ()
     ) -> RenderResult:
-        items = [*context, *self._context(question, opts)]
+        items = [*context, *attached_context(self.shell, question, opts, self.context_budget)]
         if not (interpolated or opts.no_interpolate):
-            question = self._interpolate(question)
+            question = _magic_context.interpolated(self.shell, question)
         self._use_agent = bool(opts.agent or self.agent)
         chat = self.chat
-        options = _flag_options(opts)
+        options = flag_options(opts)
         if self._use_agent and chat.llm.template_has_tools() is False:
             model = opts.model or chat.llm.default_model()
             raise UsageError(
@@ -509,13 +429,27 @@ class ChatMagics(Magics):
                 f"(%env NBCHAT_BASE_URL=… then %chat --key, or NBCHAT_LOCAL_MODEL=a larger "
                 f".gguf), or ask without --agent"
             )
-        found = self._instructions()
+        self._announce_context(chat, items)
+        events = self._ask_events(chat, question, opts, options, items)
+        result = self._shown(self._render(events, opts))
+        if opts.code:
+            code_to_next_cell(self.shell, result.text)
+        return result
+
+    def _announce_context(self, chat: Chat, items: list[Any]) -> None:
+        """Give the Chat the project instructions; say in one line what goes with the question."""
+        found = project_instructions(self.instructions)
         chat.instructions = found.system_text() if found is not None else ""
         if items or found is not None:
             from ..base.content import context_line
 
             shown = [context_line(items)] if items else []
             print("; ".join(shown + ([found.summary] if found is not None else [])))
+
+    def _ask_events(
+        self, chat: Chat, question: str, opts: Any, options: dict[str, Any], items: list[Any]
+    ) -> Any:
+        """The turn's events: in a ChatHistory (-H), else in the thread the options name."""
         if opts.history is not None:
             if opts.thread is not None or opts.new:
                 raise UsageError("-H asks with a ChatHistory, not in a thread: drop -t/-n")
@@ -523,35 +457,16 @@ class ChatMagics(Magics):
                 raise UsageError("-H asks with a ChatHistory: there is no thread to save "
                                  "--set or --builtin-tools in; drop them")
             history = self._user_history(opts.history, opts.system)
-            events = chat.iter_ask_with_history(
+            return chat.iter_ask_with_history(
                 question, history, model=opts.model, options=options, context=items,
                 mcp=opts.mcp,
             )
-        else:
-            thread_id = self._thread_for(opts)
-            if opts.set or opts.builtin_tools:
-                self._set_thread(opts, thread_id, quiet=True)
-            events = chat.iter_ask(
-                thread_id, question, model=opts.model, options=options, context=items,
-                mcp=opts.mcp,
-            )
-        result = self._shown(self._render(events, opts))
-        if opts.code:
-            self._code_to_next_cell(result.text)
-        return result
-
-    def _instructions(self) -> Any:
-        """The project instructions for this question, when the person opted in."""
-        from ..base.config import ENV_INSTRUCTIONS
-
-        setting = self.instructions or os.environ.get(ENV_INSTRUCTIONS, "").strip().lower()
-        if setting != "auto":
-            return None
-        from ..context.instructions import find_instructions
-
-        notebook = os.environ.get("JPY_SESSION_NAME", "")
-        folder = Path(notebook).parent if os.path.isabs(notebook) else Path.cwd()
-        return find_instructions(folder)
+        thread_id = self._thread_for(opts)
+        if opts.set or opts.builtin_tools:
+            self._set_thread(opts, thread_id, quiet=True)
+        return chat.iter_ask(
+            thread_id, question, model=opts.model, options=options, context=items, mcp=opts.mcp,
+        )
 
     @staticmethod
     def _shown(result: RenderResult) -> RenderResult:
@@ -578,51 +493,6 @@ class ChatMagics(Magics):
         if detect_mode() == "text":
             return "text"  # a terminal prints as it goes; display updates would repeat
         return "live" if self.live and not no_stream else "final"
-
-    def _context(self, question: str, opts: Any) -> list[Any]:
-        """The objects the question mentions with ``@name``, and the last figure (--figure)."""
-        from ..context import describe
-        from .notebook_tools import Notebook
-
-        if self.shell is None:
-            return []
-        budget = self._budget(opts)
-        notebook = Notebook(self.shell)
-        attached = notebook.attach(question, budget)
-        if attached.unresolved:
-            notify(f"not defined here, no context attached: {', '.join(attached.unresolved)}")
-        items = list(attached.items)
-        if opts.figure:
-            figure = notebook.last_figure()
-            if figure is None:
-                raise UsageError("no figure to attach: draw one first (matplotlib), then --figure")
-            items.append(describe(figure, "figure", budget=budget, formatter=notebook.formatter))
-        return items
-
-    def _budget(self, opts: Any) -> int:
-        budget = opts.context_budget if opts.context_budget is not None else self.context_budget
-        if budget < 1:
-            raise UsageError(f"--context-budget is a number of tokens above 0, got {budget}")
-        return int(budget)
-
-    def _fix(self, text: str, opts: Any) -> RenderResult:
-        from .notebook_tools import Notebook
-
-        error = Notebook(self.shell).last_error(self._budget(opts)) if self.shell else None
-        if error is None:
-            raise UsageError(
-                "no exception in this session yet; run the failing cell, then %chat --fix"
-            )
-        opts.code = True
-        return self._ask(f"{text or FIX_QUESTION}\n\n{FIX_REQUEST}", opts, context=[error])
-
-    def _interpolate(self, text: str) -> str:
-        done = interpolate(text, self.shell.user_ns if self.shell is not None else {})
-        if done.unresolved:
-            names = ", ".join(done.unresolved)
-            notify(f"not defined here, sent as typed: {names} "
-                   f"(--no-interpolate sends all braces as typed)")
-        return done.text
 
     def _thread_for(self, opts: Any) -> int:
         if opts.thread is not None:
@@ -651,128 +521,50 @@ class ChatMagics(Magics):
             value.system = system
         return value
 
-    def _error_question(self, text: str, opts: Any) -> str:
-        error = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
-        if error is None:
-            raise UsageError("no exception in this session yet; run the failing cell, "
-                             "then %chat --error")
-        tb = getattr(sys, "last_traceback", None) or error.__traceback__
-        lines = "".join(traceback.format_exception(type(error), error, tb)).rstrip()
-        question = ERROR_PROMPT.format(traceback=markup.fence(scrub(lines)[-MAX_TRACEBACK_CHARS:]))
-        if text:
-            question += "\n\n" + (text if opts.no_interpolate else self._interpolate(text))
-        return question
-
-    def _code_to_next_cell(self, text: str) -> None:
-        match = _FENCE.search(text)
-        if match is None:
-            notify("the answer has no code block; no cell added")
-        elif self.shell is not None:
-            self.shell.set_next_input(match.group(1).rstrip("\n"), replace=False)
-
     # -- client tools -------------------------------------------------------------
-    def _answer(self, opts: Any, text: str) -> RenderResult:
+    def _cmd_answer(self, opts: Any, text: str) -> RenderResult:
         if not text:
             raise UsageError("give the answer: %chat --answer VALUE (or --answer CALL VALUE)")
         chat = self.chat
         thread = opts.thread if opts.thread is not None else self.thread_id
-        calls = chat.pending_calls(thread)
-        if thread is None:
-            threads = sorted({call.thread_id for call in calls})
-            if len(threads) > 1:
-                raise UsageError(f"calls wait for an answer in threads {threads}; "
-                                 f"say which: %chat -t ID --answer VALUE")
-            thread = threads[0] if threads else None
-        if thread is None:
-            raise UsageError("no client-tool call is waiting for an answer")
-        first, _, rest = text.partition(" ")
-        call_id = first if rest.strip() and first in {c.call_id for c in calls} else None
-        value = _unquote_value(rest.strip() if call_id else text)
-        answered = [c for c in calls if c.thread_id == thread and call_id in (None, c.call_id)]
-        if any(c.tool in NOTEBOOK_TOOLS for c in answered):
+        answer = tool_answer(chat, thread, text)
+        if answer.runs_notebook_tool:
             self._use_agent = True  # the answer runs a notebook tool: its Chat has it
             chat = self.chat
-        events = chat.iter_answer_tool_call(thread, value, call_id=call_id)
-        self.thread_id = thread if self.thread_id is None else self.thread_id
+        events = chat.iter_answer_tool_call(answer.thread_id, answer.value, call_id=answer.call_id)
+        self.thread_id = answer.thread_id if self.thread_id is None else self.thread_id
         return self._shown(self._render(events, opts))
 
-    # -- thread commands ------------------------------------------------------------
+    def _cmd_retry(self, opts: Any, text: str) -> RenderResult:
+        thread = opts.thread if opts.thread is not None else self.thread_id
+        if thread is None:
+            raise UsageError("no current thread to retry; say which: %chat -t ID --retry")
+        return self._shown(self._render(self.chat.iter_retry(thread), opts))
+
+    # -- thread settings ------------------------------------------------------------
+    def _cmd_set(self, opts: Any, text: str) -> None:
+        self._set_thread(opts)
+
     def _set_thread(self, opts: Any, thread_id: int | None = None, quiet: bool = False) -> None:
         """--set / --builtin-tools: save generation options or the tools switch in a thread."""
         thread_id = self._thread_for(opts) if thread_id is None else thread_id
-        options = _flag_options(opts) if opts.set else None
-        if opts.set and not options:
-            raise UsageError("--set saves generation options in the thread: give some, e.g. "
-                             "%chat --set --max-tokens 500")
-        builtin = None if opts.builtin_tools is None else opts.builtin_tools == "on"
-        settings = self.chat.update_thread_settings(thread_id, options=options,
-                                                    builtin_tools=builtin)  # fmt: skip
-        if not quiet:
-            saved = settings.get("options") or {}
-            shown = ", ".join(f"{k}={v!r}" for k, v in sorted(saved.items())) or "none"
-            switch = settings.get("builtin_tools")
-            tools = "default" if switch is None else ("on" if switch else "off")
-            print(f"Thread {thread_id}: options {shown}; built-in tools {tools}.")
+        threads.save_thread_settings(self.chat, thread_id, opts, quiet=quiet)
 
-    def _new_thread(self, opts: Any) -> None:
+    def _cmd_new(self, opts: Any, text: str) -> None:
         self.thread_id = self._thread_for(opts)
         model = self.chat.store.get(self.thread_id).model
         print(f"Thread {self.thread_id} ({model}) is now current.")
 
-    def _cmd_mcp(self) -> None:
+    # -- the endpoint, the panel, MCP ----------------------------------------------
+    def _cmd_mcp(self, opts: Any, text: str) -> None:
         from ..mcp.tools import overview
 
+        if text:
+            raise UsageError("--mcp before a question names the servers to use, or off: "
+                             "%chat --mcp files QUESTION; alone it lists them")
         print(overview())
 
-    def _cmd_list(self, opts: Any, text: str) -> None:
-        from ._views import threads_table
-
-        threads = self.chat.threads()
-        if not threads:
-            print(f"No threads yet for user {self.chat.user!r}; ask something with %chat QUESTION")
-            return
-        body, plain = threads_table(threads, self.thread_id)
-        display(markup.bundle(body, plain), raw=True)
-
-    def _cmd_search(self, opts: Any, text: str) -> None:
-        from ._views import search_table
-
-        if not text.strip():
-            raise UsageError("search for what? %chat --search TEXT")
-        hits = self.chat.search(text)
-        if not hits:
-            print(f"Nothing in your threads matches {text!r}")
-            return
-        body, plain = search_table(hits, text)
-        display(markup.bundle(body, plain), raw=True)
-
-    def _cmd_show(self, opts: Any, text: str) -> None:
-        from ._views import thread_html
-
-        self.chat.wait_for_titles(TITLE_WAIT)  # as --list does: a title under way is shown
-        chosen = opts.show if opts.show not in (None, "") else opts.thread
-        thread = self.chat.store.get(self._thread_arg(chosen))
-        body, plain = thread_html(thread)
-        display(markup.bundle(body, plain), raw=True, metadata={"nbchat": {"thread": thread.id}})
-
-    def _cmd_use(self, opts: Any, text: str) -> None:
-        thread = self.chat.store.get(opts.use)
-        self.thread_id = thread.id
-        print(f"Thread {thread.id} ({thread.title or 'untitled'}) is now current.")
-
-    def _cmd_rename(self, opts: Any, text: str) -> None:
-        if not text:
-            raise UsageError("give the new title: %chat --rename ID TITLE")
-        self.chat.update_thread_title(opts.rename, text)
-        print(f"Thread {opts.rename} is now titled {text!r}.")
-
-    def _cmd_delete(self, opts: Any, text: str) -> None:
-        self.chat.delete_thread(opts.delete)
-        if self.thread_id == opts.delete:
-            self.thread_id = None
-        print(f"Deleted thread {opts.delete}.")
-
-    def _cmd_key(self, text: str) -> None:
+    def _cmd_key(self, opts: Any, text: str) -> None:
         """Ask for the endpoint's key at a hidden prompt; keep it in this process only."""
         import getpass
 
@@ -808,23 +600,6 @@ class ChatMagics(Magics):
         body, plain = models_list(models, self.chat.llm.default_model())
         display(markup.bundle(body, plain), raw=True)
 
-    def _cmd_export(self, opts: Any, text: str) -> None:
-        from ._views import thread_json, thread_markdown
-
-        thread_id, target = opts.export
-        thread = self.chat.store.get(self._thread_arg(thread_id))
-        path = Path(target).expanduser()
-        writers = {
-            ".md": lambda: thread_markdown(thread) + "\n", ".ipynb": lambda: thread_json(thread)
-        }
-        if path.suffix.lower() not in writers:
-            raise UsageError(f"export to a .md or .ipynb file, not {path.name!r}")
-        try:
-            path.write_text(writers[path.suffix.lower()](), encoding="utf-8")
-        except OSError as err:
-            raise UsageError(f"cannot write {path}: {err.strerror}") from err
-        print(f"Exported thread {thread.id} ({len(thread.turns)} turns) to {path}")
-
     def _cmd_panel(self, opts: Any, text: str) -> None:
         try:
             from ._side import side_panel
@@ -839,34 +614,52 @@ class ChatMagics(Magics):
         self._panels.add(panel)
         display(panel)
 
-    def _thread_arg(self, value: object) -> int:
-        if value in (None, ""):
-            if self.thread_id is None:
-                raise UsageError("no current thread; pick one with %chat --use ID "
-                                 "(see %chat --list)")
-            return self.thread_id
-        try:
-            return int(str(value))
-        except ValueError:
-            raise UsageError(f"thread ids are numbers, got {value!r}; see %chat --list") from None
+
+Handler = Callable[[ChatMagics, Any, str], "RenderResult | None"]
+
+HANDLERS: dict[str, Handler] = {
+    "list": threads.list_threads,
+    "show": threads.show_thread,
+    "use": threads.use_thread,
+    "rename": threads.rename_thread,
+    "delete": threads.delete_thread,
+    "export": threads.export_thread,
+    "search": threads.search_threads,
+    "models": ChatMagics._cmd_models,
+    "panel": ChatMagics._cmd_panel,
+    "answer": ChatMagics._cmd_answer,
+    "retry": ChatMagics._cmd_retry,
+    "key": ChatMagics._cmd_key,
+    "mcp": ChatMagics._cmd_mcp,
+    "error": ChatMagics._cmd_error,
+    "fix": ChatMagics._cmd_fix,
+    "continue": ChatMagics._cmd_continue,
+    "set": ChatMagics._cmd_set,
+    "new": ChatMagics._cmd_new,
+    "ask": ChatMagics._cmd_ask,
+}
 
 
-def _flag_options(opts: Any) -> dict[str, Any]:
-    """The generation options given as flags, checked (a bad value names the flag's option)."""
-    options: dict[str, Any] = {}
-    for pair in opts.option or ():
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"-o takes KEY=VALUE (e.g. -o num_ctx=8192), got {pair!r}")
-        options[key.strip()] = parse_value(value.strip())
-    flags = {"max_tokens": opts.max_tokens, "temperature": opts.temperature,
-             "top_p": opts.top_p, "seed": opts.seed, "tool_choice": opts.tool_choice,
-             "thinking": opts.thinking,
-             "prompt_cache": False if opts.no_cache else None}  # fmt: skip
-    options.update({k: v for k, v in flags.items() if v is not None})
-    if opts.stop:
-        options["stop"] = opts.stop[0] if len(opts.stop) == 1 else list(opts.stop)
-    return check_options(options, source="%chat")
+def _form(opts: Any, text: str) -> str:
+    """Which handler a parsed line is for: a command, a kind of question, or a plain question."""
+    if opts.mcp == "":
+        return "mcp"  # --mcp alone lists the servers; with a name it chooses them for a question
+    commands = [name for name in COMMANDS if getattr(opts, name) not in (None, False)]
+    if len(commands) > 1:
+        raise UsageError(f"use one command at a time, not --{' and --'.join(commands)}")
+    if commands:
+        return commands[0]
+    if opts.error:
+        return "error"
+    if opts.fix:
+        return "fix"
+    if opts.continue_:
+        return "continue"
+    if not text and (opts.set or opts.builtin_tools):
+        return "set"
+    if not text and (opts.new or opts.system is not None):
+        return "new"
+    return "ask"
 
 
 def _show_prompts(chat: Chat, calls: list[Any], **kwargs: Any) -> None:
@@ -951,9 +744,3 @@ def _environment() -> tuple[tuple[str, str], ...]:
     return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("NBCHAT_")
                         or k in names))
 
-
-def _unquote_value(text: str) -> str:
-    """``"a b"`` or ``'a b'`` as typed in ``--answer`` loses its quotes."""
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return text[1:-1]
-    return text

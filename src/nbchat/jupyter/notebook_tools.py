@@ -288,21 +288,39 @@ def notebook_tools(
     variables, ``"never-ask"``; capped by ``NBCHAT_MAX_APPROVAL``) lets it run.
     ``on_run(result)`` is called after each run (the magics show its output).
     """
-    from ..context.run_code import RunCode
-    from ..tools import tool
-
-    if shell is None:
-        from IPython import get_ipython
-
-        shell = get_ipython()
-        if shell is None:
-            raise InputError("notebook_tools() needs an IPython shell; call it in a notebook")
+    shell = _current_shell() if shell is None else shell
     notebook = Notebook(shell)
+    return [
+        _list_variables_tool(notebook),
+        _describe_tool(notebook),
+        _read_cell_tool(notebook),
+        _last_error_tool(notebook),
+        _run_code_tool(notebook, approval=approval, on_run=on_run),
+    ]
+
+
+def _current_shell() -> Any:
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is None:
+        raise InputError("notebook_tools() needs an IPython shell; call it in a notebook")
+    return shell
+
+
+def _list_variables_tool(notebook: Notebook) -> Any:
+    from ..tools import tool
 
     @tool
     def list_variables() -> str:
         """List the variables defined in the user's notebook, with their types and sizes."""
         return _for_model(notebook.list_variables())
+
+    return list_variables
+
+
+def _describe_tool(notebook: Notebook) -> Any:
+    from ..tools import tool
 
     @tool(name="describe")
     def describe_variable(name: str) -> str:
@@ -315,6 +333,12 @@ def notebook_tools(
         """
         return _for_model(notebook.describe(name).text)
 
+    return describe_variable
+
+
+def _read_cell_tool(notebook: Notebook) -> Any:
+    from ..tools import tool
+
     @tool
     def read_cell(number: int) -> str:
         """Read the source of an input cell of the notebook, In[number]; -1 is the latest.
@@ -326,6 +350,12 @@ def notebook_tools(
         """
         return _for_model(notebook.read_cell(number))
 
+    return read_cell
+
+
+def _last_error_tool(notebook: Notebook) -> Any:
+    from ..tools import tool
+
     @tool
     def last_error() -> str:
         """The notebook's last exception: its traceback and the cell that raised it."""
@@ -334,13 +364,22 @@ def notebook_tools(
             return "No exception has happened in this session."
         return _for_model(item.text)
 
+    return last_error
+
+
+def _run_code_tool(
+    notebook: Notebook, *, approval: str, on_run: Callable[[RunResult], None] | None
+) -> Any:
+    """``run_code``, a client tool: the code runs after the person's yes (or the policy's)."""
+    from ..context.run_code import RunCode
+
     def runner(code: str) -> RunResult:
         ran = notebook.run(code)
         if on_run is not None:
             on_run(ran)
         return ran
 
-    run_code = RunCode(
+    shell = notebook.shell
+    return RunCode(
         runner, approval=approval, namespace=shell.user_ns, transform=shell.transform_cell
     )
-    return [list_variables, describe_variable, read_cell, last_error, run_code]

@@ -37,6 +37,15 @@ is visible, never with a question unanswered: every ``poll_seconds`` after
 something changed or the person used the panel, then less often (up to four
 times as long) while nothing does. Each look costs the kernel about 2.5 ms,
 nearly all of it ipykernel handling the message (benchmarks/panel_browser.py).
+
+Why this module is longer than the others: :class:`ChatPanel` is one
+anywidget, its synced traits are the page's state, and each method is an
+intent that changes several of them together (under ``hold_sync``). What
+needs no widget state already lives elsewhere: the turns as messages and the
+gauge (:mod:`._messages`), the live answer's sink (:mod:`._panel_stream`),
+the front end's code (:mod:`._panel_assets`), the side area (:mod:`._side`),
+the prompts (:mod:`.prompts`). Cutting the class into mixins would put the
+traits in one file and the methods that keep them consistent in another.
 """
 
 from __future__ import annotations
@@ -58,19 +67,12 @@ from ..base import markup
 from ..base.content import ContextItem
 from ..base.errors import InputError, NbchatError
 from ..base.events import Event
-from ..engine._usage import (
-    Price,
-    dollars,
-    parse_prices,
-    prices_from_env,
-    thread_cost,
-    thread_usage_line,
-)
+from ..engine._usage import Price, parse_prices, prices_from_env, thread_usage_line
 from ..engine.chat import Chat
 from ..mcp.tools import servers_line
 from ..store.base import Thread, ThreadInfo
 from . import _panel_assets
-from ._messages import conversation_view, message, thread_view
+from ._messages import context_gauge, conversation_view, message, thread_view
 from ._panel_stream import LiveSink, Stoppable, mentioned
 from .prompts import (
     OutputHandle,
@@ -654,32 +656,11 @@ class ChatPanel(anywidget.AnyWidget):
             self.messages = [message(turn, first + n, self._prices) for n, turn in enumerate(shown)]
             self.hidden = first
             self.usage_text = thread_usage_line(turns, self._prices)
-            self.gauge = self._gauge(thread) if thread is not None else {}
+            self.gauge = (
+                context_gauge(thread, self._prices, lambda m: self.chat.llm.context_size(m))
+                if thread is not None else {}
+            )
             self.tools_line = _tools_line(self.chat)
-
-    def _gauge(self, thread: Thread) -> dict[str, Any]:
-        """The context the last answered turn used, against the model's size; the cost so far."""
-        gauge: dict[str, Any] = {}
-        cost = thread_cost(thread.turns, self._prices)
-        if cost is not None:
-            gauge["cost"] = dollars(cost)
-        last = next((t for t in reversed(thread.turns) if t.usage), None)
-        usage = last.usage if last is not None and last.usage else {}
-        used = usage.get("prompt_tokens")
-        if not isinstance(used, int):
-            return gauge
-        gauge["used"] = used + int(usage.get("completion_tokens") or 0)
-        cached = usage.get("cache_read_tokens")
-        if isinstance(cached, int) and cached > 0:
-            gauge["cached"] = cached
-        model = (last.model if last is not None else None) or thread.model
-        try:
-            size = self.chat.llm.context_size(model) if model else None
-        except NbchatError:
-            size = None
-        if size:
-            gauge["size"] = size
-        return gauge
 
     def _require_thread(self, action: str) -> int:
         if self.thread_id is None:
