@@ -1,8 +1,8 @@
 """Cleanup strategies: how a ChatHistory is trimmed when it reaches its limit.
 
 A strategy is any object with ``apply(messages, limit) -> messages``; the two
-built in are named in :data:`STRATEGIES`. Turns (:func:`split_turns`) keep a
-tool call with its results, so no strategy ever splits them.
+built in are named in :data:`STRATEGIES`. The window strategy drops whole
+turns (:func:`split_turns`), so a tool call stays with its results.
 """
 
 from __future__ import annotations

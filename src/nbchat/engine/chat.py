@@ -63,20 +63,10 @@ from ._turn import run_turn
 from .history import ChatHistory
 
 __all__ = [
-    "ACTING_OUTPUT",
-    "EXIT_TITLE_WAIT",
-    "LLM",
-    "TITLE_MAX_CHARS",
-    "TITLE_PROMPT",
-    "TITLE_REQUEST",
-    "TITLE_SECONDS",
-    "TITLE_WAIT",
-    "Answer",
-    "AnswerText",
-    "Chat",
-    "HistoryRecorder",
+    "ACTING_OUTPUT", "EXIT_TITLE_WAIT", "LLM", "TITLE_MAX_CHARS", "TITLE_PROMPT", "TITLE_REQUEST",
+    "TITLE_SECONDS", "TITLE_WAIT", "Answer", "AnswerText", "Chat", "HistoryRecorder",
     "ThreadRecorder",
-]
+]  # fmt: skip
 
 
 class Chat(_Engine):
