@@ -132,6 +132,7 @@ class _Turn:
         self.refitted = spec.refit is None  # the context is shortened at most once
 
     def run(self) -> Iterator[Event]:
+        """The rounds, each a request then the end of the turn or its tool calls."""
         spec = self.spec
         yield TurnStarted(spec.thread_id, spec.turn, spec.model)
         if spec.dropped_turns:
