@@ -13,6 +13,7 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
+from collections.abc import Sequence
 from types import ModuleType
 
 MOVED: dict[str, str] = {
@@ -74,7 +75,9 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def __init__(self) -> None:
         self._own: dict[str, importlib.machinery.ModuleSpec | None] = {}
 
-    def find_spec(self, fullname: str, path: object, target: object = None):  # type: ignore[override]
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if fullname not in MOVED:
             return None
         return importlib.util.spec_from_loader(fullname, self)

@@ -186,18 +186,8 @@ def send(
         try:
             response = client.send(request, stream=True)
         except httpx.ConnectError as exc:
-            error: LLMError = LLMConnectError(
-                f"cannot connect to the model endpoint at {url} ({_reason(exc)}); "
-                f"check that it is running, or set NBCHAT_BASE_URL",
-                url=url,
-            )
+            error: LLMError = _cannot_connect(url, exc)
             delay = _backoff(attempt)
-        except httpx.TimeoutException as exc:
-            raise LLMTimeout(
-                f"the model endpoint at {url} did not answer in time ({type(exc).__name__}); "
-                f"try again, or raise the timeout",
-                url=url,
-            ) from exc
         except httpx.HTTPError as exc:
             # llama.cpp's server closes the connection after a streamed answer while
             # offering keep-alive: the next request, on the pooled socket, is lost
@@ -205,15 +195,11 @@ def send(
             if not resent and _closed_before_answering(exc):
                 resent, attempt = True, attempt - 1
                 continue
-            raise LLMConnectError(
-                f"talking to the model endpoint at {url} failed: {_reason(exc)}", url=url
-            ) from exc
+            raise _transport_error(url, exc) from exc
         else:
             if response.status_code < 400:
                 return response
-            body = response.read()
-            response.close()
-            text = redact(detail(body))
+            text = _read_detail(response, detail)
             error = _status_error(settings, response, text, model, options)
             if not _retryable(response.status_code, text):
                 raise error
@@ -222,6 +208,34 @@ def send(
         if attempt > settings.max_retries or delay > remaining:
             raise error
         sleep(delay)
+
+
+def _cannot_connect(url: str, exc: httpx.ConnectError) -> LLMConnectError:
+    return LLMConnectError(
+        f"cannot connect to the model endpoint at {url} ({_reason(exc)}); "
+        f"check that it is running, or set NBCHAT_BASE_URL",
+        url=url,
+    )
+
+
+def _transport_error(url: str, exc: httpx.HTTPError) -> LLMError:
+    """A failure after connecting: a timeout, or the conversation broke."""
+    if isinstance(exc, httpx.TimeoutException):
+        return LLMTimeout(
+            f"the model endpoint at {url} did not answer in time ({type(exc).__name__}); "
+            f"try again, or raise the timeout",
+            url=url,
+        )
+    return LLMConnectError(
+        f"talking to the model endpoint at {url} failed: {_reason(exc)}", url=url
+    )
+
+
+def _read_detail(response: httpx.Response, detail: Callable[[bytes], str]) -> str:
+    """The error body of a failed ``response``, read, closed and redacted."""
+    body = response.read()
+    response.close()
+    return redact(detail(body))
 
 
 def _number(pattern: re.Pattern[str], detail: str) -> int | None:
@@ -243,28 +257,10 @@ def _status_error(
     model: str | None,
     options: Collection[str] = (),
 ) -> LLMError:
+    """The error an HTTP status means; the first that fits, most specific first."""
     url, status = settings.base_url, response.status_code
     if status in (400, 413, 422, 500) and _OVERFLOW.search(detail):
-        size, sent = _number(_CONTEXT_SIZE, detail), _number(_PROMPT_TOKENS, detail)
-        if size or settings.context_size:
-            # nbchat knew the size, so it already sent only what it thought would fit.
-            fix = (
-                "attach less to the question (a slice such as @df.head(50)), lower "
-                "--max-tokens, or start a new thread with %chat --new"
-            )
-        else:
-            fix = (
-                "nbchat sends fewer earlier turns when it knows the context size: set "
-                "NBCHAT_CONTEXT_SIZE, or start a new thread with %chat --new"
-            )
-        return ContextOverflow(
-            f"the conversation is longer than the model's context at {url} (HTTP {status}: "
-            f"{detail}); {fix}",
-            url=url,
-            status=status,
-            context_size=size,
-            prompt_tokens=sent if sent != size else None,
-        )
+        return _overflow(settings, status, detail)
     rejected = _rejected_option(status, detail, options)
     if rejected:
         return OptionRejected(
@@ -275,26 +271,11 @@ def _status_error(
             option=rejected,
         )
     if status in (401, 403):
-        if settings.api_key:
-            what = f"refused the API key from {settings.key_source}"
-        else:
-            what = f"needs an API key and none is set; set {settings.key_source}"
-        return AuthenticationError(
-            f"the model endpoint at {url} {what} (HTTP {status}); "
-            "check the key with your provider; in a notebook, give it with %chat --key",
-            url=url,
-        )
+        return _refused_key(settings, status)
     if status == 404 and model is not None and "model" in detail.lower():
         return ModelNotFound(f"model {model!r} not found at {url}", url=url, model=model)
     if status == 429:
-        after = _retry_after(response)
-        wait = f"; it asked to wait {after:g} s" if after is not None else ""
-        return RateLimited(
-            f"the model endpoint at {url} is rate limiting requests{wait}; "
-            f"wait a moment and ask again ({detail})",
-            url=url,
-            retry_after=after,
-        )
+        return _rate_limited(url, response, detail)
     if status == OVERLOADED:
         return ServerError(
             f"the model endpoint at {url} is overloaded (HTTP 529: {detail or 'Overloaded'}); "
@@ -307,6 +288,53 @@ def _status_error(
         f"the model endpoint at {url} answered HTTP {status}: {said}",
         url=url,
         status=status,
+    )
+
+
+def _overflow(settings: Settings, status: int, detail: str) -> ContextOverflow:
+    url = settings.base_url
+    size, sent = _number(_CONTEXT_SIZE, detail), _number(_PROMPT_TOKENS, detail)
+    if size or settings.context_size:
+        # nbchat knew the size, so it already sent only what it thought would fit.
+        fix = (
+            "attach less to the question (a slice such as @df.head(50)), lower "
+            "--max-tokens, or start a new thread with %chat --new"
+        )
+    else:
+        fix = (
+            "nbchat sends fewer earlier turns when it knows the context size: set "
+            "NBCHAT_CONTEXT_SIZE, or start a new thread with %chat --new"
+        )
+    return ContextOverflow(
+        f"the conversation is longer than the model's context at {url} (HTTP {status}: "
+        f"{detail}); {fix}",
+        url=url,
+        status=status,
+        context_size=size,
+        prompt_tokens=sent if sent != size else None,
+    )
+
+
+def _refused_key(settings: Settings, status: int) -> AuthenticationError:
+    if settings.api_key:
+        what = f"refused the API key from {settings.key_source}"
+    else:
+        what = f"needs an API key and none is set; set {settings.key_source}"
+    return AuthenticationError(
+        f"the model endpoint at {settings.base_url} {what} (HTTP {status}); "
+        "check the key with your provider; in a notebook, give it with %chat --key",
+        url=settings.base_url,
+    )
+
+
+def _rate_limited(url: str, response: httpx.Response, detail: str) -> RateLimited:
+    after = _retry_after(response)
+    wait = f"; it asked to wait {after:g} s" if after is not None else ""
+    return RateLimited(
+        f"the model endpoint at {url} is rate limiting requests{wait}; "
+        f"wait a moment and ask again ({detail})",
+        url=url,
+        retry_after=after,
     )
 
 

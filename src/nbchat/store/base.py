@@ -4,7 +4,8 @@
 what a store hands out, whichever engine keeps them (TinyDB files in
 :mod:`nbchat.store`, PostgreSQL in :mod:`nbchat.store.postgres`). The ``_check_*``
 helpers refuse bad input with an InputError before anything is written, so
-both engines refuse the same things in the same words.
+both engines refuse the same things in the same words; :func:`_claim_changes`
+is the one rule, for both, of what answering a pending call changes.
 """
 
 from __future__ import annotations
@@ -17,9 +18,7 @@ from numbers import Integral, Real
 from typing import Any, Protocol, TypeVar
 
 from ..base.content import ContextItem
-from ..base.errors import (
-    InputError,
-)
+from ..base.errors import AlreadyAnswered, InputError, NoPendingCall
 from ..base.records import AnsweredCall, PendingCall, RecordError
 
 SCHEMA = 1
@@ -266,3 +265,37 @@ def _check_turn_field(name: str, value: Any) -> Any:
         "options, finish_reason, reasoning"
     )
     raise InputError(f"update_turn cannot change {name!r}; it changes: {allowed}")
+
+
+def _claim_changes(
+    current: Turn, tid: int, call_id: str, output: str, answer: AnsweredCall
+) -> dict[str, Any]:
+    """The changes to *current* that record *answer* to its pending call *call_id*.
+
+    The call's entry moves to ``answered``, the tool message with *output*
+    joins the messages and, once no call waits any more, the turn turns
+    "streaming". A call answered already raises AlreadyAnswered (naming the
+    answer that won); one that does not wait raises NoPendingCall.
+    """
+    won = next((done for done in current.answered if done.call_id == call_id), None)
+    if won is not None:
+        raise AlreadyAnswered(
+            f"already answered: call {call_id!r} in thread {tid} was answered "
+            f"({won.shown}) by someone else first; nothing was sent again",
+            thread_id=tid,
+            call_id=call_id,
+            answer=won.shown,
+        )
+    waiting = [call for call in current.pending if call.call_id == call_id]
+    if current.status != "suspended" or not waiting:
+        raise NoPendingCall(f"no call {call_id!r} waits for an answer in thread {tid}")
+    pending = [c.to_dict() for c in current.pending if c.call_id != call_id]
+    tool_message = {
+        "role": "tool", "tool_call_id": call_id, "name": waiting[0].tool, "content": output,
+    }  # fmt: skip
+    return {
+        "messages": [*current.messages, tool_message],
+        "pending": pending,
+        "answered": [*(a.to_dict() for a in current.answered), answer.to_dict()],
+        "status": "suspended" if pending else "streaming",
+    }

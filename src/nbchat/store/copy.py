@@ -21,8 +21,8 @@ from tinydb.table import Document
 
 from ..base.config import store_location
 from ..base.errors import StoreCorrupt, StoreError, StoreVersionError, ThreadNotFound
-from ._files import load_json, open_db
 from ._open import open_store
+from ._storage import load_json, open_db
 from .base import SCHEMA, Store, Thread
 from .tinydb import ThreadStore
 

@@ -15,7 +15,10 @@ that wrote it, so a user's own code cannot read or change anyone else's rows
 even with hand-written SQL; see the README's "Teams and JupyterHub".
 
 The schema is created and migrated by :mod:`nbchat.store._pg` the first time a
-process opens the database.
+process opens the database; :mod:`nbchat.store._pgrows` turns rows into records
+and changes into columns. Each method keeps its SQL statement beside the
+parameters it binds, so that one reads with the other; that is most of why
+this module is a little past 500 lines.
 
 Measured by ``benchmarks/store_backends.py`` on a busy 2-core machine with
 1,000 threads x 100 turns, PostgreSQL 15 on loopback with fsync on (two runs):
@@ -30,7 +33,6 @@ together 730-740 appends/s, 5-7x the TinyDB folder. A new process spends
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Sequence
 from numbers import Integral
@@ -39,14 +41,12 @@ from typing import Any
 from ..base.config import ENV_STORE_URL, default_user
 from ..base.content import ContextItem
 from ..base.errors import (
-    AlreadyAnswered,
     ConfigError,
     InputError,
-    NoPendingCall,
     StoreCorrupt,
     ThreadNotFound,
 )
-from ..base.records import AnsweredCall, PendingCall, RecordError
+from ..base.records import AnsweredCall, RecordError
 from ._pg import (
     CONNECT_TIMEOUT,
     Database,
@@ -59,9 +59,9 @@ from ._pg import (
     redact,
     writer_key,
 )
+from ._pgrows import TURN_COLUMNS, encode_changes, search_match, turn_from_row
 from .base import (
     _UNSET,
-    STATUSES,
     SearchHit,
     Thread,
     ThreadInfo,
@@ -75,18 +75,10 @@ from .base import (
     _check_turn_field,
     _check_type,
     _check_user,
+    _claim_changes,
 )
 
 __all__ = ["PostgresStore"]
-
-_TURN_COLUMNS = (
-    "idx, query, answer, messages::text, status, pending::text, answered::text, error, "
-    "model, usage::text, started, finished, writer, options::text, finish_reason, reasoning, "
-    "context::text"
-)
-_JSON_FIELDS = ("messages", "pending", "answered", "usage", "options")
-_TEXT_FIELDS = ("answer", "error", "model", "finish_reason", "reasoning")
-
 
 class PostgresStore:
     """The threads of one user, kept in a PostgreSQL database that many machines share.
@@ -217,7 +209,7 @@ class PostgresStore:
                 conn, tid, "title, model, system, settings::text, created, updated"
             )
             rows = conn.execute(
-                f"SELECT {_TURN_COLUMNS} FROM nbchat_turns "
+                f"SELECT {TURN_COLUMNS} FROM nbchat_turns "
                 "WHERE owner = %s AND thread_id = %s ORDER BY idx",
                 [self.user, tid],
             ).fetchall()
@@ -278,11 +270,7 @@ class PostgresStore:
         """
         if not isinstance(text, str) or not text.strip():
             raise InputError(f"search needs some text to look for, got {text!r}")
-        words = tsquery(text)
-        if words:
-            match, value = "u.words @@ to_tsquery('simple', %(match)s)", words
-        else:  # no word characters: a substring of the text
-            match, value = "u.query || ' ' || u.answer ILIKE %(match)s", f"%{_escape_like(text)}%"
+        match, value = search_match(text)
         with self._db.connection(self._timeout) as conn:
             rows = conn.execute(
                 f"""
@@ -372,29 +360,7 @@ class PostgresStore:
         writer = self._writer()
         with self._db.connection(self._timeout) as conn, conn.transaction():
             current = self._turn(tid, self._lock_turn(conn, tid, index), set())
-            won = next((done for done in current.answered if done.call_id == call_id), None)
-            if won is not None:
-                raise AlreadyAnswered(
-                    f"already answered: call {call_id!r} in thread {tid} was answered "
-                    f"({won.shown}) by someone else first; nothing was sent again",
-                    thread_id=tid,
-                    call_id=call_id,
-                    answer=won.shown,
-                )
-            waiting = [call for call in current.pending if call.call_id == call_id]
-            if current.status != "suspended" or not waiting:
-                raise NoPendingCall(f"no call {call_id!r} waits for an answer in thread {tid}")
-            pending = [c.to_dict() for c in current.pending if c.call_id != call_id]
-            tool_message = {
-                "role": "tool", "tool_call_id": call_id, "name": waiting[0].tool,
-                "content": output,
-            }  # fmt: skip
-            changes = {
-                "messages": [*current.messages, tool_message],
-                "pending": pending,
-                "answered": [*(a.to_dict() for a in current.answered), answer.to_dict()],
-                "status": "suspended" if pending else "streaming",
-            }
+            changes = _claim_changes(current, tid, call_id, output, answer)
             checked = {name: _check_turn_field(name, value) for name, value in changes.items()}
             row = self._write_turn(conn, tid, index, checked, current.status, writer)
         return self._turn(tid, row, {writer})
@@ -479,7 +445,7 @@ class PostgresStore:
         """The turn's row, locked until the transaction ends (the thread's row too)."""
         (count,) = self._thread_row(conn, tid, "turns")
         row = conn.execute(
-            f"SELECT {_TURN_COLUMNS} FROM nbchat_turns "
+            f"SELECT {TURN_COLUMNS} FROM nbchat_turns "
             "WHERE owner = %s AND thread_id = %s AND idx = %s FOR UPDATE",
             [self.user, tid, index],
         ).fetchone()
@@ -497,22 +463,13 @@ class PostgresStore:
         status: str,
         writer: int | None,
     ) -> tuple[Any, ...]:
-        values = {
-            name: enc_json(value)
-            if name in _JSON_FIELDS
-            else (enc_text(value) if name in _TEXT_FIELDS and value is not None else value)
-            for name, value in changes.items()
-        }
-        sets = ", ".join(
-            f"{name} = %({name})s::jsonb" if name in _JSON_FIELDS else f"{name} = %({name})s"
-            for name in values
-        )
+        sets, values = encode_changes(changes)
         streaming = changes.get("status", status) == "streaming"
         now = time.time()
         row = conn.execute(
             f"UPDATE nbchat_turns SET {sets}, writer = %(writer_)s "
             "WHERE owner = %(user_)s AND thread_id = %(tid_)s AND idx = %(idx_)s "
-            f"RETURNING {_TURN_COLUMNS}",
+            f"RETURNING {TURN_COLUMNS}",
             {**values, "writer_": writer if streaming else None, "user_": self.user,
              "tid_": tid, "idx_": index},
         ).fetchone()  # fmt: skip
@@ -523,31 +480,10 @@ class PostgresStore:
         return tuple(row)
 
     def _turn(self, tid: int, row: tuple[Any, ...], live: set[int]) -> Turn:
-        (index, query, answer, messages, status, pending, answered, error, model, usage,
-         started, finished, writer, options, finish_reason, reasoning, context) = row  # fmt: skip
         try:
-            messages, usage, options = dec_json(messages), dec_json(usage), dec_json(options)
-            if not (options is None or isinstance(options, dict)):
-                raise RecordError("options that are not an object")
-            if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-                raise RecordError("messages that are not a list of objects")
-            if status not in STATUSES or not (usage is None or isinstance(usage, dict)):
-                raise RecordError(f"a status or usage nbchat did not write ({status!r})")
-            turn = Turn(
-                query=dec_text(query) or "", answer=dec_text(answer) or "", messages=messages,
-                status=status, error=dec_text(error), model=dec_text(model), usage=usage,
-                started=started, finished=finished,
-                pending=[PendingCall.from_dict(tid, index, e) for e in _list(pending)],
-                answered=[AnsweredCall.from_dict(e) for e in _list(answered)],
-                options=options, finish_reason=dec_text(finish_reason),
-                reasoning=dec_text(reasoning) or "",
-                context=[ContextItem.from_dict(item) for item in _list(context)],
-            )  # fmt: skip
+            return turn_from_row(tid, row, live)
         except (RecordError, ValueError) as exc:  # InputError: a damaged context item
-            raise self._corrupt(tid, f"holds a damaged record in turn {index} ({exc})") from None
-        if turn.status == "streaming" and writer not in live:
-            turn.status = "interrupted"
-        return turn
+            raise self._corrupt(tid, f"holds a damaged record in turn {row[0]} ({exc})") from None
 
     def _settings(self, tid: int, raw: str) -> dict:
         settings = dec_json(raw)
@@ -581,20 +517,3 @@ class PostgresStore:
         if not 1 <= int(thread_id) < 2**63:
             raise self._not_found(thread_id)
         return int(thread_id)
-
-
-def tsquery(text: str) -> str:
-    """A ``to_tsquery('simple', …)`` string: every word of *text*, each as a prefix."""
-    words = re.findall(r"\w+", text.casefold())
-    return " & ".join(f"'{word}':*" for word in words)
-
-
-def _escape_like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def _list(raw: str | None) -> list[Any]:
-    value = dec_json(raw)
-    if not isinstance(value, list):
-        raise RecordError("a list of calls that is not a list")
-    return value

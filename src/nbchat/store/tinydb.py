@@ -45,7 +45,6 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict
 from numbers import Integral
 from pathlib import Path
 from typing import Any, cast
@@ -56,9 +55,7 @@ from tinydb.table import Document
 from ..base.config import default_store_path, default_user
 from ..base.content import ContextItem
 from ..base.errors import (
-    AlreadyAnswered,
     InputError,
-    NoPendingCall,
     StoreCorrupt,
     StoreError,
     StoreUnsafe,
@@ -66,20 +63,19 @@ from ..base.errors import (
     ThreadNotFound,
 )
 from ..base.records import AnsweredCall, PendingCall, RecordError
-from ._files import (
-    AtomicJSONStorage,
-    Entry,
-    UserFolder,
-    corrupt,
-    fsync_dir,
-    is_writer_alive,
-    load_json,
-    not_a_folder,
-    open_db,
-    writer_token,
+from ._files import Entry, UserFolder, is_writer_alive, not_a_folder, writer_token
+from ._storage import corrupt, fsync_dir, load_json, open_db
+from ._threadfile import (
+    add_turn,
+    db_path,
+    entry_of,
+    header_of,
+    set_header,
+    thread_id_of,
+    turn_docs,
+    valid_header,
 )
 from .base import (
-    _HEADER_TYPES,
     _INFO_KEYS,
     _TURN_KEYS,
     _UNSET,
@@ -98,6 +94,7 @@ from .base import (
     _check_turn_field,
     _check_type,
     _check_user,
+    _claim_changes,
 )
 
 __all__ = ["ThreadStore"]
@@ -190,13 +187,13 @@ class ThreadStore:
         """(query, answer) of each turn of a thread, oldest first."""
         tid = self._check_id(thread_id)
         with self._folder.locked(), self._open_thread(tid) as (db, _):
-            return [(doc["query"], doc["answer"]) for doc in _turn_docs(db)]
+            return [(doc["query"], doc["answer"]) for doc in turn_docs(db)]
 
     def get(self, thread_id: int) -> Thread:
         """The whole thread; a turn whose writer died while streaming reads as interrupted."""
         tid = self._check_id(thread_id)
         with self._folder.locked(), self._open_thread(tid) as (db, header):
-            turns = [self._turn(doc, db) for doc in _turn_docs(db)]
+            turns = [self._turn(doc, db) for doc in turn_docs(db)]
         keys = ("title", "model", "system", "created", "updated", "settings")
         return Thread(id=tid, user=self.user, turns=turns, **{k: header[k] for k in keys})
 
@@ -211,7 +208,7 @@ class ThreadStore:
 
         def retitle(db: TinyDB, header: dict[str, Any]) -> bool:
             if not if_untitled:
-                _set_header(db, title=title)
+                set_header(db, title=title)
             elif header["title"]:
                 return False
             else:  # a generated title is no activity: the thread keeps its place in lists
@@ -241,7 +238,7 @@ class ThreadStore:
         if not changes:
             return
         with self._folder.locked():
-            self._change(tid, lambda db, header: _set_header(db, **changes))
+            self._change(tid, lambda db, header: set_header(db, **changes))
 
     def delete_thread(self, thread_id: int) -> None:
         """Delete a thread for good; its id is never given out again."""
@@ -286,7 +283,7 @@ class ThreadStore:
         now = time.time()
         turn = Turn(query, answer, status="complete", started=now, finished=now)
         with self._folder.locked():
-            return self._change(tid, lambda db, header: _add_turn(db, header, turn, changes))
+            return self._change(tid, lambda db, header: add_turn(db, header, turn, changes))
 
     def start_turn(
         self,
@@ -305,7 +302,7 @@ class ThreadStore:
         turn = Turn(query, model=model, started=time.time(), context=items)
         with self._folder.locked():
             writer = writer_token(self._folder.writers)
-            return self._change(tid, lambda db, header: _add_turn(db, header, turn, {}, writer))
+            return self._change(tid, lambda db, header: add_turn(db, header, turn, {}, writer))
 
     def update_turn(self, thread_id: int, turn: int, **changes: Any) -> Turn:
         """Change some fields of a turn and return it as saved.
@@ -406,10 +403,10 @@ class ThreadStore:
         path = self._folder.thread(tid)
         with open_db(path, create=False) as db:
             try:
-                header = _header(db)
+                header = header_of(db)
             except FileNotFoundError:
                 raise self._not_found(tid) from None
-            if header is None or not _valid_header(header):
+            if header is None or not valid_header(header):
                 raise corrupt(path, "is not an nbchat thread file")
             self._check_owner(header, path)
             if header["id"] != tid:
@@ -436,7 +433,7 @@ class ThreadStore:
                 {**changes, "writer": writer if status == "streaming" else None},
                 doc_ids=[index + 1],
             )
-            _set_header(db)
+            set_header(db)
         return self._turn(cast(Document, turns.get(doc_id=index + 1)), db)
 
     def _claim(
@@ -450,29 +447,7 @@ class ThreadStore:
         writer: str,
     ) -> Turn:
         current = self._set_turn(db, tid, index, {}, writer)
-        won = next((done for done in current.answered if done.call_id == call_id), None)
-        if won is not None:
-            raise AlreadyAnswered(
-                f"already answered: call {call_id!r} in thread {tid} was answered "
-                f"({won.shown}) by someone else first; nothing was sent again",
-                thread_id=tid,
-                call_id=call_id,
-                answer=won.shown,
-            )
-        waiting = [call for call in current.pending if call.call_id == call_id]
-        if current.status != "suspended" or not waiting:
-            raise NoPendingCall(f"no call {call_id!r} waits for an answer in thread {tid}")
-        call = waiting[0]
-        pending = [c.to_dict() for c in current.pending if c.call_id != call_id]
-        tool_message = {
-            "role": "tool", "tool_call_id": call_id, "name": call.tool, "content": output,
-        }  # fmt: skip
-        changes = {
-            "messages": [*current.messages, tool_message],
-            "pending": pending,
-            "answered": [*(a.to_dict() for a in current.answered), answer.to_dict()],
-            "status": "suspended" if pending else "streaming",
-        }
+        changes = _claim_changes(current, tid, call_id, output, answer)
         return self._set_turn(db, tid, index, changes, writer)
 
     def _turn(self, doc: dict[str, Any], db: TinyDB) -> Turn:
@@ -480,14 +455,14 @@ class ThreadStore:
         try:
             turn = Turn(**{key: doc[key] for key in _TURN_KEYS if key in doc})
             turn.pending = [
-                PendingCall.from_dict(_thread_id(db), index, entry) for entry in turn.pending
+                PendingCall.from_dict(thread_id_of(db), index, entry) for entry in turn.pending
             ]
             turn.answered = [AnsweredCall.from_dict(entry) for entry in turn.answered]
             turn.context = [ContextItem.from_dict(entry) for entry in turn.context]
         except (TypeError, InputError):
-            raise corrupt(_path(db), "holds a turn nbchat did not write") from None
+            raise corrupt(db_path(db), "holds a turn nbchat did not write") from None
         except RecordError as exc:
-            raise corrupt(_path(db), f"holds a damaged record in turn {index} ({exc})") from None
+            raise corrupt(db_path(db), f"holds a damaged record in turn {index} ({exc})") from None
         writers = self._folder.writers
         if turn.status == "streaming" and not is_writer_alive(writers, doc.get("writer")):
             turn.status = "interrupted"
@@ -497,14 +472,14 @@ class ThreadStore:
         with self._open_thread(tid) as (db, header):
             return [
                 SearchHit(tid, header["title"], index, doc["query"], doc["answer"])
-                for index, doc in enumerate(_turn_docs(db))
+                for index, doc in enumerate(turn_docs(db))
                 if needle in doc["query"].casefold() or needle in doc["answer"].casefold()
             ]
 
     def _reload_entry(self, tid: int) -> Entry | None:
         try:
             with self._open_thread(tid) as (db, header):
-                return _entry(header, len(db.table("turns")))
+                return entry_of(header, len(db.table("turns")))
         except (StoreCorrupt, StoreVersionError, ThreadNotFound):
             return None
 
@@ -527,62 +502,3 @@ class ThreadStore:
         if thread_id < 1:
             raise self._not_found(thread_id)
         return int(thread_id)
-
-
-def _turn_docs(db: TinyDB) -> list[Document]:
-    docs = sorted(db.table("turns").all(), key=lambda doc: doc.doc_id)
-    for index, doc in enumerate(docs):
-        if (
-            doc.doc_id != index + 1
-            or not isinstance(doc.get("query"), str)
-            or not isinstance(doc.get("answer"), str)
-        ):
-            raise corrupt(_path(db), "holds turns nbchat did not write")
-    return docs
-
-
-def _header(db: TinyDB) -> Any:
-    return db.table("thread").get(doc_id=1)
-
-
-def _thread_id(db: TinyDB) -> int:
-    header = _header(db)
-    return int(header["id"]) if isinstance(header, dict) else 0
-
-
-def _path(db: TinyDB) -> Path:
-    return cast(AtomicJSONStorage, db.storage).path
-
-
-def _add_turn(
-    db: TinyDB,
-    header: dict[str, Any],
-    turn: Turn,
-    changes: dict[str, Any],
-    writer: str | None = None,
-) -> int:
-    turns = db.table("turns")
-    index = len(turns)
-    doc = {**asdict(turn), "writer": writer}
-    if doc["model"] is None:
-        doc["model"] = header["model"]
-    turns.insert(Document(doc, doc_id=index + 1))
-    _set_header(db, **changes)
-    return index
-
-
-def _set_header(db: TinyDB, **changes: Any) -> None:
-    db.table("thread").update({**changes, "updated": time.time()}, doc_ids=[1])
-
-
-def _entry(header: dict[str, Any], turns: int) -> Entry:
-    keys = ("title", "model", "created", "updated")
-    return {**{k: header[k] for k in keys}, "turns": turns}
-
-
-def _valid_header(header: dict[str, Any]) -> bool:
-    return all(isinstance(header.get(k), t) for k, t in _HEADER_TYPES) and (
-        header.get("system") is None or isinstance(header.get("system"), str)
-    )
-
-

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import select
 import socket
 import socketserver
 import sys
 import threading
 import time
+import typing
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from ._anthropic import ANTHROPIC, Anthropic, openai_messages, request_problem
@@ -27,6 +27,7 @@ from ._anthropic import prompt_tokens as anthropic_prompt_tokens
 from ._protocols import (
     OLLAMA,
     OPENAI,
+    Answer,
     Ollama,
     OpenAI,
     StreamPlan,
@@ -34,19 +35,42 @@ from ._protocols import (
     dumps,
     ollama_name,
 )
-from ._script import Reply, request_images
+from ._record import AZURE_CHAT, RecordedRequest
+from ._script import Body, Reply, request_images
 
-if TYPE_CHECKING:
-    from ._server import RecordedRequest, ScriptedServer
-
-CHAT_PATHS = frozenset({OPENAI.chat_path, OLLAMA.chat_path, ANTHROPIC.chat_path})
-# Azure OpenAI: /openai/deployments/DEPLOYMENT/chat/completions?api-version=…
-AZURE_CHAT = re.compile(r"^/openai/deployments/([^/]+)/chat/completions$")
 _BATCH_BYTES = 64 * 1024
 _POLL_SECONDS = 0.05
 _NO_FAULTS = Reply()
 
 Protocol = OpenAI | Ollama | Anthropic
+
+
+class Owner(typing.Protocol):
+    """What the handler threads use of the server that owns them (a ScriptedServer).
+
+    Declared here, not imported, so that the server can import the handler.
+    """
+
+    models: tuple[str, ...]
+    api_key: str | None
+    text_only_models: tuple[str, ...]
+    context_size: int | None
+    template_tools: bool | None
+    _stopping: threading.Event
+
+    def _record(self, **fields: Any) -> RecordedRequest: ...
+
+    def _update(self, request: RecordedRequest, **changes: Any) -> None: ...
+
+    def _progress(
+        self, request: RecordedRequest, chunks: int, completed: bool | None = None
+    ) -> None: ...
+
+    def _pick(self, body: Body) -> Reply | None: ...
+
+    def _answer(
+        self, reply: Reply | None, body: Body, model: str, anthropic: Body | None = None
+    ) -> Answer: ...
 
 
 class _ClientGone(Exception):
@@ -63,7 +87,7 @@ class HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 64
 
-    def __init__(self, address: tuple[str, int], handler: type, *, owner: ScriptedServer):
+    def __init__(self, address: tuple[str, int], handler: type, *, owner: Owner):
         self.owner = owner
         self._live: set[socket.socket] = set()
         self._live_changed = threading.Condition()

@@ -34,7 +34,12 @@ HOSTILE_NAME = "<img src=x onerror=alert(1)>"
 
 
 def build(notes: "str | None" = None, hostile: bool = False) -> Any:
-    """The server, with its tools registered."""
+    """The server, with its tools registered.
+
+    Long on purpose: it is the catalogue of the test tools, each a few lines
+    and a closure over *notes* (and the lazily imported ``mcp``, an optional
+    dependency), read top to bottom as the list a test picks from.
+    """
     from mcp.server.mcpserver import Context, Image, MCPServer
     from mcp_types import ToolAnnotations
 

@@ -1,0 +1,75 @@
+"""RecordedRequest: one request as the scripted server received it, and the chat paths.
+
+Its own module because both sides use it: the handler threads (_handler.py)
+fill it in while they serve, and ScriptedServer (_server.py) keeps the log.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._anthropic import ANTHROPIC
+from ._protocols import OLLAMA, OPENAI
+from ._script import request_images
+
+CHAT_PATHS = frozenset({OPENAI.chat_path, OLLAMA.chat_path, ANTHROPIC.chat_path})
+# Azure OpenAI: /openai/deployments/DEPLOYMENT/chat/completions?api-version=…
+AZURE_CHAT = re.compile(r"^/openai/deployments/([^/]+)/chat/completions$")
+# Body fields that are not generation options (the rest are, on the OpenAI wire).
+_NOT_OPTIONS = frozenset({"model", "messages", "stream", "stream_options", "tools"})
+
+
+@dataclass(eq=False)
+class RecordedRequest:
+    """One request as the server received it, and how serving it went.
+
+    ``status``, ``completed``, ``disconnected`` and ``chunks_sent`` change
+    while the response is written; wait for them with
+    :meth:`ScriptedServer.wait_for`. ``chunks_sent`` counts the reply's text
+    chunks and tool-call pieces, not the framing (OpenAI's role chunk, the
+    finish, usage and ``[DONE]`` events, Ollama's final line).
+    """
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    protocol: str  # "openai", "ollama" or "anthropic"
+    connection: tuple[str, int]  # the client's (host, port): same tuple, same connection
+    messages: list[Any] = field(default_factory=list)
+    model: str | None = None
+    status: int | None = None
+    completed: bool = False
+    disconnected: bool = False
+    chunks_sent: int = 0
+
+    @property
+    def is_chat(self) -> bool:
+        """Whether this is a chat request (any protocol, Azure's deployment paths too)."""
+        path = self.path.split("?", 1)[0]
+        return path in CHAT_PATHS or AZURE_CHAT.match(path) is not None
+
+    @property
+    def images(self) -> list[bytes]:
+        """The images the request's messages carried, decoded, in order (both protocols)."""
+        return request_images(self.messages)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The generation options the request carried, as the wire spelled them.
+
+        OpenAI: every body field but model, messages, stream, stream_options
+        and tools (``max_tokens``, ``temperature``, ``seed``, ``tool_choice``, …).
+        Ollama: its ``options`` object plus ``format``, ``keep_alive``, ``think``.
+        Anthropic: every body field but model, messages, stream, system and tools.
+        """
+        body = self.body if isinstance(self.body, dict) else {}
+        if self.protocol == "anthropic":
+            return {k: v for k, v in body.items() if k not in _NOT_OPTIONS | {"system"}}
+        if self.protocol == "ollama":
+            found = dict(body.get("options") or {})
+            found.update({k: body[k] for k in ("format", "keep_alive", "think") if k in body})
+            return found
+        return {k: v for k, v in body.items() if k not in _NOT_OPTIONS}
