@@ -1,11 +1,12 @@
 """Client-tool calls waiting in a stored thread, and the turns they leave to go on from.
 
 A suspended turn holds calls that wait for a person's answer. Here they are
-found (:func:`find_pending`), checked against their tool before anything runs,
-closed when a new question passes them by, and given their output once an
-answer is claimed; :func:`thread_history` and :func:`resume_point` say what
-the next or the resumed turn sends. Functions over a store and a thread, so
-that :class:`~nbchat.engine.chat.Chat` keeps only the order of the steps.
+found (:func:`find_pending`, :func:`all_waiting`), checked against their tool
+before anything runs, closed when a new question passes them by, and claimed
+with an answer (:func:`claim_answer`); :func:`thread_history` and
+:func:`resume_point` say what the next or the resumed turn sends. Functions
+over a store and a thread, so that :class:`~nbchat.engine.chat.Chat` keeps
+only the order of the steps.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ..base.errors import AlreadyAnswered, InvalidToolArguments, NoPendingCall, 
 from ..base.events import RanCode, ToolResult
 from ..base.records import AnsweredCall, PendingCall
 from ..store.base import Store, Thread, Turn
-from ..tools import ClientTool, ToolContext
+from ..tools import ClientTool, Toolbox, ToolContext
 from .history import ChatHistory
 
 ACTING_OUTPUT = "(the answer was accepted; its result is being computed)"
@@ -27,6 +28,34 @@ def waiting(thread: Thread) -> list[PendingCall]:
     """The calls the thread's last turn waits on (none unless it is suspended)."""
     last = thread.turns[-1] if thread.turns else None
     return list(last.pending) if last is not None and last.status == "suspended" else []
+
+
+def checked_waiting(store: Store, toolbox: Toolbox, thread: Thread) -> list[PendingCall]:
+    """The thread's waiting calls, each checked against its tool if ``toolbox`` offers it."""
+    calls = waiting(thread)
+    for call in calls:
+        tool = toolbox.get(call.tool) if call.tool in toolbox else None
+        if isinstance(tool, ClientTool):
+            check_stored_call(store, thread, call, tool)
+    return calls
+
+
+def all_waiting(store: Store, toolbox: Toolbox) -> list[PendingCall]:
+    """The checked calls waiting in every thread of the store's user that can be read.
+
+    A damaged thread is left out, so the healthy ones still work; when none
+    waits, the first damaged thread's StoreCorrupt is raised.
+    """
+    calls: list[PendingCall] = []
+    damaged: list[StoreCorrupt] = []
+    for info in store.threads():
+        try:
+            calls += checked_waiting(store, toolbox, store.get(info.id))
+        except StoreCorrupt as error:
+            damaged.append(error)
+    if damaged and not calls:
+        raise damaged[0]
+    return calls
 
 
 def answered(thread: Thread, call_id: str | None) -> AnsweredCall | None:

@@ -23,7 +23,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ..base.errors import InputError, StoreCorrupt
+from ..base.errors import InputError
 from ..base.events import (
     Event,
     TextDelta,
@@ -41,7 +41,7 @@ from ..llm._stop import StopSignal
 from ..mcp.tools import Selection
 from ..store._open import open_store
 from ..store.base import SearchHit, Store, Thread, ThreadInfo
-from ..tools import ClientTool, ToolContext
+from ..tools import ToolContext
 from . import _pending
 from ._answer import Answer, AnswerText
 from ._engine import _Engine, check_text, check_tool_choice, provider_only, thread_options
@@ -396,17 +396,8 @@ class Chat(_Engine):
         someone means to answer may be the damaged one.
         """
         if thread_id is not None:
-            return self._waiting(self.store.get(thread_id))
-        calls: list[PendingCall] = []
-        damaged: list[StoreCorrupt] = []
-        for info in self.store.threads():
-            try:
-                calls += self._waiting(self.store.get(info.id))
-            except StoreCorrupt as error:
-                damaged.append(error)
-        if damaged and not calls:
-            raise damaged[0]
-        return calls
+            return _pending.checked_waiting(self.store, self.toolbox, self.store.get(thread_id))
+        return _pending.all_waiting(self.store, self.toolbox)
 
     def answer_tool_call(
         self, thread_id: int, response: object, *, call_id: str | None = None
@@ -500,15 +491,6 @@ class Chat(_Engine):
                     self._titles.start(self, thread.id)
 
         return Answer.streaming(events(), stop)
-
-    def _waiting(self, thread: Thread) -> list[PendingCall]:
-        """The thread's waiting calls, each checked against its tool if it is offered here."""
-        calls = _pending.waiting(thread)
-        for call in calls:
-            tool = self.toolbox.get(call.tool) if call.tool in self.toolbox else None
-            if isinstance(tool, ClientTool):
-                _pending.check_stored_call(self.store, thread, call, tool)
-        return calls
 
     def _thread_history(self, thread: Thread, *, upto: int, clean: bool = True) -> ChatHistory:
         return _pending.thread_history(
