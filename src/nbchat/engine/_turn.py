@@ -8,7 +8,7 @@ history-only turns), so the loop itself neither renders nor persists.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -35,7 +35,7 @@ from ..base.records import PendingCall, Prompt, RecordError
 from ..llm import LLMClient
 from ..llm._stop import StopSignal
 from ..tools import ClientTool, KernelTool, Toolbox, ToolContext
-from ._endings import cut_note, ending_of, sendable_call
+from ._endings import SentCall, cut_note, ending_of, sendable_call
 
 CHECKPOINT_SECONDS = 2.0
 
@@ -100,145 +100,212 @@ class TurnSpec:
 
 def run_turn(spec: TurnSpec) -> Iterator[Event]:
     """Events of one turn, from the first request to finished, suspended or failed."""
-    started = time.monotonic()
-    yield TurnStarted(spec.thread_id, spec.turn, spec.model)
-    if spec.dropped_turns:
-        yield ContextWindowed(spec.dropped_turns, spec.context_size)
-    parts = [spec.text] if spec.text else []
-    reasoning: list[str] = []
-    usage: Usage | None = None
-    finish_reason: str | None = None
+    yield from _Turn(spec).run()  # begun when iterated, as the turn's clock is
 
-    def finish(
-        status: TurnStatus, pending: Sequence[PendingCall] = (), note: str = ""
+
+@dataclass
+class _Reply:
+    """What one request brought back: where its text starts in the answer, its tool calls."""
+
+    start: int  # index in the turn's text parts of this round's first part
+    calls: list[ToolCall] = field(default_factory=list)
+    blocks: list[dict[str, Any]] = field(default_factory=list)  # signed reasoning, sent back
+    replied: bool = False  # the endpoint said the reply was done
+    again: bool = False  # the context was shortened: ask this round again
+
+
+class _Turn:
+    """One run of the loop: the answer so far, and the steps of each round.
+
+    A round is a request (:meth:`_request`), then either the end of the turn
+    (:meth:`_end`) or its tool calls (:meth:`_run_tools`), whose results the
+    next round sends.
+    """
+
+    def __init__(self, spec: TurnSpec) -> None:
+        self.spec = spec
+        self.started = time.monotonic()
+        self.parts = [spec.text] if spec.text else []
+        self.reasoning: list[str] = []
+        self.usage: Usage | None = None
+        self.finish_reason: str | None = None
+        self.refitted = spec.refit is None  # the context is shortened at most once
+
+    def run(self) -> Iterator[Event]:
+        """The rounds, each a request then the end of the turn or its tool calls."""
+        spec = self.spec
+        yield TurnStarted(spec.thread_id, spec.turn, spec.model)
+        if spec.dropped_turns:
+            yield ContextWindowed(spec.dropped_turns, spec.context_size)
+        round_number = 0
+        while round_number <= spec.max_rounds:
+            reply = yield from self._request(round_number)
+            if reply is None:
+                return
+            if reply.again:
+                continue
+            if (yield from self._end(reply)):
+                return
+            if (yield from self._run_tools(reply)):
+                return
+            round_number += 1
+
+    def _finish(
+        self, status: TurnStatus, pending: Sequence[PendingCall] = (), note: str = ""
     ) -> TurnFinished:
         """Record the outcome, then the event that says it."""
-        text, thinking = "".join(parts), "".join(reasoning)
+        spec = self.spec
+        text, thinking = "".join(self.parts), "".join(self.reasoning)
         spec.recorder.finish(
-            status, text, spec.messages, pending=list(pending), usage=usage,
-            finish_reason=finish_reason, reasoning=thinking,
+            status, text, spec.messages, pending=list(pending), usage=self.usage,
+            finish_reason=self.finish_reason, reasoning=thinking,
         )  # fmt: skip
         return TurnFinished(
-            spec.thread_id, spec.turn, text, status, spec.model, usage,
-            time.monotonic() - started, finish_reason, thinking, note,
+            spec.thread_id, spec.turn, text, status, spec.model, self.usage,
+            time.monotonic() - self.started, self.finish_reason, thinking, note,
         )  # fmt: skip
 
-    round_number = 0
-    refitted = spec.refit is None
-    while round_number <= spec.max_rounds:
-        separate = bool(parts)  # rounds of text are paragraphs of one answer
-        round_start = len(parts)
-        calls: list[ToolCall] = []
-        blocks: list[dict[str, Any]] = []  # signed reasoning, sent back with the tool results
-        tools = spec.toolbox.schemas() if round_number < spec.max_rounds else None
-        options = spec.options if round_number == 0 else _unforced(spec.options)
-        finish_reason, replied = None, False
+    def _request(self, round_number: int) -> Generator[Event, None, _Reply | None]:
+        """The request step: stream one reply; None when the turn failed there."""
+        spec = self.spec
+        reply = _Reply(start=len(self.parts))
+        self.finish_reason = None
         try:
-            monotonic, add_text = time.monotonic, parts.append  # once, not per chunk
-            next_checkpoint = monotonic() + CHECKPOINT_SECONDS
-            for event in spec.llm.stream(
-                spec.context + spec.messages, model=spec.model, tools=tools, options=options,
-                stop=spec.stop,
-            ):
-                if type(event) is TextDelta:
-                    if separate:
-                        separate = False
-                        add_text("\n\n")
-                        round_start += 1
-                        yield TextDelta("\n\n")
-                    add_text(event.text)
-                    yield event
-                    if monotonic() > next_checkpoint:
-                        spec.recorder.checkpoint("".join(parts), spec.messages)
-                        next_checkpoint = monotonic() + CHECKPOINT_SECONDS
-                elif type(event) is ToolCallRequested:
-                    calls.append(event.call)
-                    yield event
-                elif type(event) is ReasoningDelta:
-                    reasoning.append(event.text)
-                    yield event
-                elif type(event) is ReasoningBlock:
-                    blocks.append(event.block)
-                elif type(event) is UsageReported:
-                    usage = _add(usage, event.usage)
-                    counted = event.usage.prompt_tokens
-                    if round_number == 0 and counted and spec.calibrate is not None:
-                        spec.calibrate(counted)
-                    yield event
-                elif type(event) is ReplyFinished:
-                    finish_reason, replied = event.finish_reason, True
+            yield from self._stream(round_number, reply)
         except (ContextOverflow, EmptyAnswer) as error:
-            if refitted or len(parts) > round_start or calls or spec.refit is None:
-                yield from _failed(spec, parts, round_start, error)
-                return
-            refitted = True
-            shorter = spec.refit(error)
+            shorter = None if self._cannot_refit(reply) else self._refit(error)
             if shorter is None:
-                yield from _failed(spec, parts, round_start, error)
-                return
+                yield from _failed(spec, self.parts, reply.start, error)
+                return None
             spec.context, dropped = shorter
             yield ContextWindowed(dropped, getattr(error, "context_size", None))
-            continue
+            reply.again = True
         except (KeyboardInterrupt, GeneratorExit):
-            spec.messages = _with_text(spec.messages, parts[round_start:])
-            finish("interrupted")
+            spec.messages = _with_text(spec.messages, self.parts[reply.start:])
+            self._finish("interrupted")
             raise
         except NbchatError as error:
-            yield from _failed(spec, parts, round_start, error)
-            return
-        if spec.stop is not None and spec.stop.is_set() and (calls or not replied):
+            yield from _failed(spec, self.parts, reply.start, error)
+            return None
+        return reply
+
+    def _cannot_refit(self, reply: _Reply) -> bool:
+        """Whether a too-long request must fail: refitted once already, or a reply begun."""
+        return self.refitted or len(self.parts) > reply.start or bool(reply.calls)
+
+    def _refit(self, error: NbchatError) -> tuple[list[dict[str, Any]], int] | None:
+        """A shorter context for the request ``error`` refused (once a turn), or None."""
+        assert self.spec.refit is not None  # else the turn counts as refitted already
+        self.refitted = True
+        return self.spec.refit(error)
+
+    def _stream(self, round_number: int, reply: _Reply) -> Iterator[Event]:
+        """The reply's events, its text and calls kept; the text checkpointed now and then."""
+        spec, parts = self.spec, self.parts
+        separate = bool(parts)  # rounds of text are paragraphs of one answer
+        tools = spec.toolbox.schemas() if round_number < spec.max_rounds else None
+        options = spec.options if round_number == 0 else _unforced(spec.options)
+        monotonic, add_text = time.monotonic, parts.append  # once, not per chunk
+        next_checkpoint = monotonic() + CHECKPOINT_SECONDS
+        for event in spec.llm.stream(
+            spec.context + spec.messages, model=spec.model, tools=tools, options=options,
+            stop=spec.stop,
+        ):  # fmt: skip
+            if type(event) is TextDelta:
+                if separate:
+                    separate = False
+                    add_text("\n\n")
+                    reply.start += 1
+                    yield TextDelta("\n\n")
+                add_text(event.text)
+                yield event
+                if monotonic() > next_checkpoint:
+                    spec.recorder.checkpoint("".join(parts), spec.messages)
+                    next_checkpoint = monotonic() + CHECKPOINT_SECONDS
+            elif type(event) is ReplyFinished:
+                self.finish_reason, reply.replied = event.finish_reason, True
+            else:
+                yield from self._note(event, round_number, reply)
+
+    def _note(self, event: Event, round_number: int, reply: _Reply) -> Iterator[Event]:
+        """Keep a reply event other than text: a call, reasoning, usage (passed on but blocks)."""
+        if type(event) is ToolCallRequested:
+            reply.calls.append(event.call)
+            yield event
+        elif type(event) is ReasoningDelta:
+            self.reasoning.append(event.text)
+            yield event
+        elif type(event) is ReasoningBlock:
+            reply.blocks.append(event.block)
+        elif type(event) is UsageReported:
+            self.usage = _add(self.usage, event.usage)
+            counted = event.usage.prompt_tokens
+            if round_number == 0 and counted and self.spec.calibrate is not None:
+                self.spec.calibrate(counted)
+            yield event
+
+    def _end(self, reply: _Reply) -> Generator[Event, None, bool]:
+        """The ending step: when the reply ends the turn, record it and say so (True)."""
+        spec = self.spec
+        calls, round_parts = reply.calls, self.parts[reply.start:]
+        if spec.stop is not None and spec.stop.is_set() and (calls or not reply.replied):
             # A reply that ended whole before the stop stands; its tool calls do not run.
-            spec.messages = _with_text(spec.messages, parts[round_start:])
-            yield finish("interrupted")
-            return
-        round_text = "".join(parts[round_start:])
-        ending = ending_of(finish_reason)
-        if ending != "complete" or not calls:
-            # A reply the model did not finish may hold a cut-off tool call: never run it.
-            spec.messages.append({"role": "assistant", "content": round_text})
-            if ending == "complete":
-                yield finish("complete")
-                return
-            note = cut_note(ending, spec.options)
-            if calls:
-                note += f" (the {calls[0].name} call it was writing was cut off and not run)"
-            yield finish("incomplete", note=note)
-            return
-        sent = [sendable_call(call) for call in calls]
+            spec.messages = _with_text(spec.messages, round_parts)
+            yield self._finish("interrupted")
+            return True
+        ending = ending_of(self.finish_reason)
+        if ending == "complete" and calls:
+            return False
+        # A reply the model did not finish may hold a cut-off tool call: never run it.
+        spec.messages.append({"role": "assistant", "content": "".join(round_parts)})
+        if ending == "complete":
+            yield self._finish("complete")
+            return True
+        note = cut_note(ending, spec.options)
+        if calls:
+            note += f" (the {calls[0].name} call it was writing was cut off and not run)"
+        yield self._finish("incomplete", note=note)
+        return True
+
+    def _run_tools(self, reply: _Reply) -> Generator[Event, None, bool]:
+        """The tool step: run the reply's calls, their results kept; True when the turn waits."""
+        spec = self.spec
+        sent = [sendable_call(call) for call in reply.calls]
         asked: dict[str, Any] = {
             "role": "assistant",
-            "content": round_text,
+            "content": "".join(self.parts[reply.start:]),
             "tool_calls": [s.call.to_dict() for s in sent],
         }
-        if blocks:
-            asked["reasoning_blocks"] = blocks
+        if reply.blocks:
+            asked["reasoning_blocks"] = reply.blocks
         spec.messages.append(asked)
         pending: list[PendingCall] = []
-        for call, checked in zip(calls, sent, strict=True):
-            if checked.error is not None:  # the raw arguments stay in the error, for the record
-                result: ToolResult | None = ToolResult(call, checked.error, is_error=True)
-            else:
-                try:
-                    result = _handle_call(spec, call, pending)
-                except KeyboardInterrupt:  # a tool was running (code, say): the turn stops too
-                    finish("interrupted")
-                    raise
+        for call, checked in zip(reply.calls, sent, strict=True):
+            result = self._result(call, checked, pending)
             if result is not None:
                 spec.messages.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call.id,
-                        "name": call.name,
-                        "content": result.output,
-                    }
-                )
+                    {"role": "tool", "tool_call_id": call.id, "name": call.name,
+                     "content": result.output}
+                )  # fmt: skip
                 yield result
-        if pending:
-            finished = finish("suspended", pending)
-            yield from map(ToolCallPending, pending)
-            yield finished
-            return
-        round_number += 1
+        if not pending:
+            return False
+        finished = self._finish("suspended", pending)
+        yield from map(ToolCallPending, pending)
+        yield finished
+        return True
+
+    def _result(
+        self, call: ToolCall, checked: SentCall, pending: list[PendingCall]
+    ) -> ToolResult | None:
+        """One call's result, or None when it waits for the person (added to ``pending``)."""
+        if checked.error is not None:  # the raw arguments stay in the error, for the record
+            return ToolResult(call, checked.error, is_error=True)
+        try:
+            return _handle_call(self.spec, call, pending)
+        except KeyboardInterrupt:  # a tool was running (code, say): the turn stops too
+            self._finish("interrupted")
+            raise
 
 
 def _failed(

@@ -4,6 +4,10 @@ A :class:`ChatHistory` holds user, assistant and tool messages; the system
 prompt sits beside them and is never cleaned. When ``limit`` is set (by default
 from ``NBCHAT_HISTORY_LIMIT``), its cleanup strategy trims the messages, but
 only when asked: ``clean=True`` on the add methods, or :meth:`ChatHistory.clean`.
+Here too is the windowing that fits a history to a token budget
+(:meth:`ChatHistory.window`, :func:`sent_tokens`). A message is
+:mod:`._message`, the strategies :mod:`._cleanup`, the Markdown and HTML views
+:mod:`._transcript`; their public names are offered here as well.
 
 >>> history = ChatHistory(system="You are terse.", limit=4)
 >>> history.add_question_answer("What is 2+2?", "4")
@@ -19,174 +23,44 @@ from __future__ import annotations
 import enum
 import json
 import os
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol, get_args, overload, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Literal, overload
 
-from ..base import markup
 from ..base.config import ENV_HISTORY_LIMIT, parse_history_limit
-from ..base.content import CONTEXT_NOTE, ContextItem, context_line, estimate_tokens
+from ..base.content import CONTEXT_NOTE, ContextItem, estimate_tokens
 from ..base.errors import InputError
 from ..base.events import ToolCall
-from ..base.markup import markdown_source as markup_source
+from ._cleanup import (
+    STRATEGIES,
+    CleanupStrategy,
+    ClearStrategy,
+    StrategyLike,
+    WindowStrategy,
+    split_turns,
+)
+from ._message import ROLES, Message, Role, to_message
+from ._transcript import transcript_html, transcript_markdown
 
-Role = Literal["user", "assistant", "tool"]
-ROLES: tuple[str, ...] = get_args(Role)
-
-
-@dataclass(frozen=True)
-class Message:
-    """One user, assistant or tool message (the system prompt is not a message)."""
-
-    role: Role
-    content: str = ""
-    tool_calls: tuple[ToolCall, ...] = ()
-    tool_call_id: str | None = None
-    name: str | None = None
-    context: tuple[ContextItem, ...] = field(default=(), repr=False)
-    """Objects attached to a user question (sent apart from its text)."""
-
-    def __post_init__(self) -> None:
-        if self.role == "system":
-            raise InputError(
-                "the system prompt is not a message; set ChatHistory.system "
-                "(or pass system=... to ChatHistory) instead"
-            )
-        if self.role not in ROLES:
-            raise InputError(f"unknown message role {self.role!r}; use one of: {', '.join(ROLES)}")
-        if not isinstance(self.content, str):
-            raise InputError(
-                f"{self.role} message content must be a string, got {type(self.content).__name__}"
-            )
-        object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
-        object.__setattr__(self, "context", tuple(map(ContextItem.from_dict, self.context)))
-        if self.context and self.role != "user":
-            raise InputError(f"context belongs to user messages, not {self.role} messages")
-        self._check_tool_fields()
-
-    def _check_tool_fields(self) -> None:
-        if self.tool_calls and self.role != "assistant":
-            raise InputError(f"only assistant messages have tool_calls, not {self.role} messages")
-        for call in self.tool_calls:
-            if not isinstance(call, ToolCall):
-                raise InputError(f"tool_calls must hold ToolCall objects, got {call!r}")
-        if self.role == "tool" and not (self.tool_call_id and isinstance(self.tool_call_id, str)):
-            raise InputError("a tool message needs the tool_call_id of the call it answers")
-        if self.role != "tool" and (self.tool_call_id is not None or self.name is not None):
-            raise InputError(f"tool_call_id and name belong to tool messages, not {self.role}")
-        if self.name is not None and not isinstance(self.name, str):
-            raise InputError(f"a tool message's name must be a string, got {self.name!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The message in OpenAI chat format."""
-        data: dict[str, Any] = {"role": self.role, "content": self.content}
-        if self.tool_calls:
-            data["tool_calls"] = [call.to_dict() for call in self.tool_calls]
-        if self.tool_call_id is not None:
-            data["tool_call_id"] = self.tool_call_id
-        if self.name is not None:
-            data["name"] = self.name
-        if self.context:
-            data["context"] = [item.to_dict() for item in self.context]
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Message:
-        """A message from an OpenAI-format dict; assistant ``content: None`` reads as ""."""
-        if not isinstance(data, Mapping):
-            raise InputError(f"a message must be a dict in OpenAI format, got {data!r}")
-        if "role" not in data:
-            raise InputError(f"a message needs a role ({', '.join(ROLES)}), got {dict(data)!r}")
-        content: Any = data.get("content")
-        calls = [
-            call if isinstance(call, ToolCall) else _tool_call_from_dict(call)
-            for call in data.get("tool_calls") or ()
-        ]
-        return cls(
-            role=data["role"],
-            content="" if content is None and data["role"] == "assistant" else content,
-            tool_calls=tuple(calls),
-            tool_call_id=data.get("tool_call_id"),
-            name=data.get("name"),
-            context=tuple(data.get("context") or ()),
-        )
-
-
-def _tool_call_from_dict(data: object) -> ToolCall:
-    if not isinstance(data, Mapping) or not isinstance(data.get("function"), Mapping):
-        raise InputError(
-            f"a tool call must look like {{'id': ..., 'function': {{'name': ..., "
-            f"'arguments': ...}}}}, got {data!r}"
-        )
-    return ToolCall.from_dict(dict(data))
-
-
-@runtime_checkable
-class CleanupStrategy(Protocol):
-    """How a history is trimmed: the messages to keep, given the messages and the limit."""
-
-    def apply(self, messages: list[Message], limit: int) -> list[Message]: ...
-
-
-@dataclass(frozen=True)
-class ClearStrategy:
-    """Empty the history once it holds ``limit`` messages or more (reaching the limit is >=)."""
-
-    name: ClassVar[str] = "clear"
-
-    def apply(self, messages: list[Message], limit: int) -> list[Message]:
-        """No messages if ``len(messages) >= limit``, else all of them; limit 0 keeps all."""
-        return [] if limit and len(messages) >= limit else list(messages)
-
-
-@dataclass(frozen=True)
-class WindowStrategy:
-    """Drop the oldest whole turns until at most ``limit`` messages remain.
-
-    A tool call and its results always stay or go together. If the last turn
-    alone holds more than ``limit`` messages it is kept whole, so the result
-    may exceed the limit. Limit 0 keeps everything.
-    """
-
-    name: ClassVar[str] = "window"
-
-    def apply(self, messages: list[Message], limit: int) -> list[Message]:
-        """The newest whole turns that fit in ``limit`` messages (at least the last turn)."""
-        turns = split_turns(messages)
-        total = len(messages)
-        while limit and len(turns) > 1 and total > limit:
-            total -= len(turns.pop(0))
-        return [message for turn in turns for message in turn]
-
-
-STRATEGIES: dict[str, CleanupStrategy] = {"clear": ClearStrategy(), "window": WindowStrategy()}
-
-
-def split_turns(messages: Sequence[Message]) -> list[list[Message]]:
-    """Group messages into turns: a turn starts at each user message.
-
-    Except a user message that falls between a tool call and its result: it
-    stays in the call's turn, so a call and its result are never split apart.
-    Messages before the first user message form a turn of their own.
-    """
-    last_result = {m.tool_call_id: i for i, m in enumerate(messages) if m.role == "tool"}
-    turns: list[list[Message]] = []
-    open_until = -1  # index of the last result an earlier tool call is still waiting for
-    for i, message in enumerate(messages):
-        if not turns or (message.role == "user" and i > open_until):
-            turns.append([])
-        turns[-1].append(message)
-        for call in message.tool_calls:
-            open_until = max(open_until, last_result.get(call.id, -1))
-    return turns
+__all__ = [
+    "ROLES",
+    "STRATEGIES",
+    "ChatHistory",
+    "CleanupStrategy",
+    "ClearStrategy",
+    "Message",
+    "Role",
+    "StrategyLike",
+    "Window",
+    "WindowStrategy",
+    "estimate_tokens",
+    "sent_tokens",
+    "split_turns",
+]
 
 
 class _Default(enum.Enum):
     FROM_ENV = "from NBCHAT_HISTORY_LIMIT"
-
-
-StrategyLike = Literal["clear", "window"] | CleanupStrategy
 
 
 class ChatHistory:
@@ -305,17 +179,17 @@ class ChatHistory:
 
     def append(self, message: Message | Mapping[str, Any]) -> None:
         """Add one message (a Message or an OpenAI-format dict) at the end."""
-        self._messages.append(_to_message(message))
+        self._messages.append(to_message(message))
 
     def extend(self, messages: Iterable[Message | Mapping[str, Any]]) -> None:
         """Add several messages; none is added if any of them is invalid."""
-        self._messages.extend([_to_message(m) for m in messages])
+        self._messages.extend([to_message(m) for m in messages])
 
     def clean(self) -> None:
         """Apply the cleanup strategy now; nothing happens when the limit is None or 0."""
         if self._limit:
             kept = self._strategy.apply(list(self._messages), self._limit)
-            self._messages = [_to_message(m) for m in kept]
+            self._messages = [to_message(m) for m in kept]
 
     def clear(self) -> None:
         """Remove every message; the system prompt, limit and strategy stay."""
@@ -443,32 +317,11 @@ class ChatHistory:
 
         Message text keeps its Markdown, with any raw HTML in it shown as text.
         """
-        blocks: list[str] = []
-        if self._system:
-            blocks += ["**System**", _collapse(_quote(markup_source(self._system)), self._system)]
-        for i, turn in enumerate(self.turns()):
-            if i:
-                blocks.append("---")
-            for message in turn:
-                blocks += _render(message)
-        if not self._messages:
-            blocks.append("*No messages yet.*")
-        return "\n\n".join(blocks) + "\n"
+        return transcript_markdown(self._system, self.turns())
 
     def _repr_html_(self) -> str:
         """The conversation for notebooks, through the safe renderer."""
-        blocks: list[markup.SafeHTML] = []
-        if self._system:
-            blocks += [_label("System"), _folded(markup.element(
-                "blockquote", markup.markdown(self._system)), self._system)]
-        for i, turn in enumerate(self.turns()):
-            if i:
-                blocks.append(markup.element("hr"))
-            for message in turn:
-                blocks += _render_html(message)
-        if not self._messages:
-            blocks.append(markup.element("p", markup.element("em", "No messages yet.")))
-        return markup.styled(markup.join(blocks))
+        return transcript_html(self._system, self.turns())
 
 
 @dataclass(frozen=True)
@@ -508,114 +361,3 @@ def _message_tokens(message: Message) -> int:
     for call in message.tool_calls:
         tokens += _MESSAGE_OVERHEAD + estimate_tokens(call.name) + estimate_tokens(call.arguments)
     return tokens
-
-
-def _to_message(message: object) -> Message:
-    if isinstance(message, Message):
-        return message
-    if isinstance(message, Mapping):
-        return Message.from_dict(message)
-    raise InputError(f"a message must be a Message or an OpenAI-format dict, got {message!r}")
-
-
-_LONG_CHARS = 2000
-_LONG_LINES = 40
-_RESULT_CHARS = 300
-_RESULT_LINES = 5
-_ARGS_CHARS = 80
-_EMPTY = "*(empty)*"
-_EMPTY_HTML = markup.element("p", markup.element("em", "(empty)"))
-
-
-def _render(message: Message) -> list[str]:
-    if message.role == "tool":
-        label = "**Tool result**" + (f" {_code(message.name)}" if message.name else "")
-        content = markup_source(_preview(message.content))
-        return [label, _quote(content) if message.content else _EMPTY]
-    label = "**You**" if message.role == "user" else "**Assistant**"
-    content = markup_source(message.content)
-    body = [_collapse(content, message.content)] if message.content else []
-    calls = [f"Tool call: {_code(_signature(call))}" for call in message.tool_calls]
-    if message.context:
-        calls.append(f"*{markup.escape_inline(context_line(message.context))}*")
-    return [label, *(body + calls or [_EMPTY])]
-
-
-def _render_html(message: Message) -> list[markup.SafeHTML]:
-    if message.role == "tool":
-        label = _label("Tool result", message.name or "")
-        body = markup.element("blockquote", markup.text(_preview(message.content), block=True))
-        return [label, body if message.content else _EMPTY_HTML]
-    label = _label("You" if message.role == "user" else "Assistant")
-    blocks = [_folded(markup.markdown(message.content), message.content)] if message.content else []
-    blocks += [markup.element("p", markup.join(
-        [markup.text("Tool call:"), markup.code_inline(_signature(call))], " "))
-        for call in message.tool_calls]
-    if message.context:
-        blocks.append(markup.element("p", markup.element("em", context_line(message.context))))
-    return [label, *(blocks or [_EMPTY_HTML])]
-
-
-def _label(text: str, name: str = "") -> markup.SafeHTML:
-    parts = [markup.element("strong", text)] + ([markup.code_inline(name)] if name else [])
-    return markup.element("p", markup.join(parts, " "))
-
-
-def _long(text: str) -> str:
-    """How long ``text`` is, when it is long enough to fold ("" when not)."""
-    lines = text.count("\n") + 1
-    if len(text) <= _LONG_CHARS and lines <= _LONG_LINES:
-        return ""
-    return f"Long text: {lines:,} line{'s' * (lines > 1)}, {len(text):,} characters"
-
-
-def _collapse(markdown: str, text: str) -> str:
-    """``markdown`` folded into a <details> block when ``text`` is long."""
-    summary = _long(text)
-    if not summary:
-        return markdown
-    return f"<details><summary>{summary}</summary>\n\n{markdown}\n\n</details>"
-
-
-def _folded(body: markup.SafeHTML, text: str) -> markup.SafeHTML:
-    summary = _long(text)
-    return markup.details(summary, body, cls="nbchat-reasoning") if summary else body
-
-
-def _preview(text: str) -> str:
-    """The first few lines of ``text``, saying how much was left out."""
-    end = -1
-    for _ in range(_RESULT_LINES):
-        end = text.find("\n", end + 1)
-        if end == -1:
-            break
-    cut = min(len(text) if end == -1 else end, _RESULT_CHARS)
-    if cut >= len(text):
-        return text
-    return f"{text[:cut].rstrip()}\n… ({len(text) - cut:,} more characters)"
-
-
-def _quote(text: str) -> str:
-    return "\n".join(f"> {line}" if line else ">" for line in text.split("\n"))
-
-
-def _signature(call: ToolCall) -> str:
-    """``name(key=value, ...)`` for JSON-object arguments, else ``name(raw arguments)``."""
-    try:
-        args = json.loads(call.arguments)
-    except ValueError:
-        args = None
-    if isinstance(args, dict):
-        shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
-    else:
-        shown = call.arguments
-    if len(shown) > _ARGS_CHARS:
-        shown = shown[: _ARGS_CHARS - 1] + "…"
-    return f"{call.name}({shown})"
-
-
-def _code(text: str) -> str:
-    """``text`` as an inline code span, whatever backticks it holds."""
-    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"

@@ -1,0 +1,236 @@
+"""Client-tool calls waiting in a stored thread, and the turns they leave to go on from.
+
+A suspended turn holds calls that wait for a person's answer. Here they are
+found (:func:`find_pending`, :func:`all_waiting`), checked against their tool
+before anything runs, closed when a new question passes them by, and claimed
+with an answer (:func:`claim_answer`); :func:`thread_history` and
+:func:`resume_point` say what the next or the resumed turn sends. Functions
+over a store and a thread, so that :class:`~nbchat.engine.chat.Chat` keeps
+only the order of the steps.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..base.errors import AlreadyAnswered, InvalidToolArguments, NoPendingCall, StoreCorrupt
+from ..base.events import RanCode, ToolResult
+from ..base.records import AnsweredCall, PendingCall
+from ..store.base import Store, Thread, Turn
+from ..tools import ClientTool, Toolbox, ToolContext
+from .history import ChatHistory
+
+ACTING_OUTPUT = "(the answer was accepted; its result is being computed)"
+
+
+def waiting(thread: Thread) -> list[PendingCall]:
+    """The calls the thread's last turn waits on (none unless it is suspended)."""
+    last = thread.turns[-1] if thread.turns else None
+    return list(last.pending) if last is not None and last.status == "suspended" else []
+
+
+def checked_waiting(store: Store, toolbox: Toolbox, thread: Thread) -> list[PendingCall]:
+    """The thread's waiting calls, each checked against its tool if ``toolbox`` offers it."""
+    calls = waiting(thread)
+    for call in calls:
+        tool = toolbox.get(call.tool) if call.tool in toolbox else None
+        if isinstance(tool, ClientTool):
+            check_stored_call(store, thread, call, tool)
+    return calls
+
+
+def all_waiting(store: Store, toolbox: Toolbox) -> list[PendingCall]:
+    """The checked calls waiting in every thread of the store's user that can be read.
+
+    A damaged thread is left out, so the healthy ones still work; when none
+    waits, the first damaged thread's StoreCorrupt is raised.
+    """
+    calls: list[PendingCall] = []
+    damaged: list[StoreCorrupt] = []
+    for info in store.threads():
+        try:
+            calls += checked_waiting(store, toolbox, store.get(info.id))
+        except StoreCorrupt as error:
+            damaged.append(error)
+    if damaged and not calls:
+        raise damaged[0]
+    return calls
+
+
+def answered(thread: Thread, call_id: str | None) -> AnsweredCall | None:
+    """The last turn's answered call (that one, or the latest), if any."""
+    done = thread.turns[-1].answered if thread.turns else []
+    matching = [call for call in done if call_id is None or call.call_id == call_id]
+    return matching[-1] if matching else None
+
+
+def find_pending(thread: Thread, call_id: str | None) -> PendingCall:
+    """The waiting call ``call_id`` names (or the only one); why not, raised."""
+    calls = waiting(thread)
+    if call_id is not None:
+        calls = [call for call in calls if call.call_id == call_id] or calls
+    if len(calls) == 1 and (call_id is None or calls[0].call_id == call_id):
+        return calls[0]
+    if calls and call_id is None:
+        ids = ", ".join(c.call_id for c in calls)
+        raise NoPendingCall(
+            f"thread {thread.id} has {len(calls)} calls waiting ({ids}); say which one"
+        )
+    done = answered(thread, call_id)
+    if done is not None:
+        raise AlreadyAnswered(
+            f"already answered: {done.question or done.tool!r} in thread {thread.id} "
+            f"was answered ({done.shown}); nothing was sent again",
+            thread_id=thread.id,
+            call_id=done.call_id,
+            answer=done.shown,
+        )
+    if not calls:
+        raise NoPendingCall(f"thread {thread.id} has no client-tool call waiting for an answer")
+    ids = ", ".join(c.call_id for c in calls)
+    raise NoPendingCall(f"no pending call {call_id!r} in thread {thread.id}; waiting: {ids}")
+
+
+def claim_answer(
+    store: Store,
+    thread: Thread,
+    call: PendingCall,
+    tool: ClientTool,
+    response: object,
+    context: ToolContext,
+) -> tuple[ToolResult, Turn]:
+    """Check ``response`` to ``call``, claim the call with it; the result and the turn as saved.
+
+    Of two answers to one call exactly one wins the claim (the other raises
+    AlreadyAnswered). A tool whose output has effects (it runs code) acts only
+    once the claim is won.
+    """
+    check_stored_call(store, thread, call, tool)
+    check_shown(store, thread, call, tool, response)
+    tool.check_requirements(context, call.arguments)
+    answer = tool.parse_response(call.arguments, response)
+    acts = tool.acts_on_answer
+    output = ACTING_OUTPUT if acts else tool.get_tool_output(call.arguments, answer)
+    record = AnsweredCall(
+        call.call_id, call.tool, call.prompt.question, answer, context.user, time.time()
+    )
+    turn = store.claim_call(thread.id, call.turn, call.call_id, output=output, answer=record)
+    shown: str | RanCode = ""
+    if acts:
+        output, turn = act_on_answer(store, call, tool, answer)
+        shown = tool.shown_output(call.arguments, answer)
+    return ToolResult(call.call, output, shown=shown), turn
+
+
+def check_stored_call(store: Store, thread: Thread, call: PendingCall, tool: ClientTool) -> None:
+    """A stored call's arguments must still be what the tool accepts (files get edited)."""
+    try:
+        tool.parse_arguments(call.arguments)
+    except InvalidToolArguments as error:
+        where = store.location(thread.id)
+        raise StoreCorrupt(
+            f"{where} holds a pending {call.tool!r} call whose arguments the tool "
+            f"rejects ({error}); it was left untouched; ask again to close it",
+            path=where,
+        ) from None
+
+
+def check_shown(
+    store: Store, thread: Thread, call: PendingCall, tool: ClientTool, response: object
+) -> None:
+    """An answer given to what a prompt showed must meet the same call in the store."""
+    check = getattr(tool, "check_shown", None)
+    why = check(call.arguments, response) if check is not None else None
+    if why:
+        where = store.location(thread.id)
+        raise StoreCorrupt(
+            f"{where} holds a pending {call.tool!r} call whose {why}; nothing ran; "
+            "ask again to see the code again", path=where,
+        )  # fmt: skip
+
+
+def act_on_answer(
+    store: Store, call: PendingCall, tool: ClientTool, answer: object
+) -> tuple[str, Turn]:
+    """Compute a claimed answer's output (it runs code, say) and put it in the turn."""
+    try:
+        output = tool.get_tool_output(call.arguments, answer)
+    except KeyboardInterrupt:
+        turn = set_tool_output(store, call, "The user interrupted the run; it did not finish.")
+        if turn.status == "streaming":
+            store.update_turn(call.thread_id, call.turn, status="interrupted")
+        raise
+    return output, set_tool_output(store, call, output)
+
+
+def set_tool_output(store: Store, call: PendingCall, output: str) -> Turn:
+    """Put ``output`` in the tool message that answers ``call``; the turn as saved."""
+    turn = store.get(call.thread_id).turns[call.turn]
+    messages = [
+        {**m, "content": output} if m.get("tool_call_id") == call.call_id else m
+        for m in turn.messages
+    ]
+    return store.update_turn(call.thread_id, call.turn, messages=messages)
+
+
+def abandon_pending(store: Store, thread: Thread) -> list[PendingCall]:
+    """A new question while calls wait: the model is told there was no answer."""
+    if not thread.turns or thread.turns[-1].status != "suspended":
+        return []
+    index = len(thread.turns) - 1
+    turn = thread.turns[index]
+    store.update_turn(
+        thread.id, index, messages=list(closed(turn)), pending=[], status="interrupted"
+    )
+    thread.turns[index] = store.get(thread.id).turns[index]
+    return list(turn.pending)
+
+
+def closed(turn: Turn) -> list[dict[str, Any]]:
+    """A turn's messages, with any unanswered tool call given a 'no answer' result."""
+    messages = list(turn.messages)
+    done = {m.get("tool_call_id") for m in messages if m.get("role") == "tool"}
+    for call in turn.pending:
+        if call.call_id not in done:
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call.call_id,
+                    "name": call.tool,
+                    "content": "The person did not answer this question.",
+                }
+            )
+    if turn.answer and not any(m.get("role") == "assistant" for m in messages):
+        messages.append({"role": "assistant", "content": turn.answer})  # no messages kept
+    return messages
+
+
+def thread_history(
+    thread: Thread, *, upto: int, history_limit: int | None, clean: bool = True
+) -> ChatHistory:
+    """The thread's first ``upto`` turns as a ChatHistory, unanswered calls closed."""
+    settings = thread.settings or {}
+    history = ChatHistory(
+        system=thread.system,
+        limit=settings.get("history_limit", history_limit),
+        strategy=settings.get("strategy", "window"),
+    )
+    for turn in thread.turns[:upto]:
+        if turn.status == "failed" and not turn.answer:
+            continue
+        history.chat_as_user(turn.query, context=turn.context)
+        for message in closed(turn):
+            history.append(message)
+    if clean:
+        history.clean()
+    return history
+
+
+def resume_point(turn: Turn) -> tuple[list[dict[str, Any]], str]:
+    """The messages and text a failed turn goes on from: through its last tool result."""
+    messages = list(turn.messages)
+    while messages and messages[-1].get("role") != "tool":
+        messages.pop()
+    rounds = [str(m.get("content") or "") for m in messages if m.get("role") == "assistant"]
+    return messages, "\n\n".join(text for text in rounds if text)
