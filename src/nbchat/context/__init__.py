@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..base._secrets import scrub
+from ..base.content import CHARS_PER_TOKEN as CHARS_PER_TOKEN  # importable here, as before
 from ..base.content import (
     CONTEXT_NOTE,
     ContextImage,
@@ -45,6 +46,7 @@ from ..base.content import (
     items_from_message,
     message_content,
 )
+from ..base.content import chars_within as chars_within
 from ..base.errors import InputError
 from ._describers import describe_builtin, short_repr
 from ._images import MAX_SIDE, image_of, is_image

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Protocol, runtime_checkable
 
-from ._message import Message
+from ..base.messages import Message
 
 
 @runtime_checkable

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..base.events import ToolCall
-from .history import ChatHistory, estimate_tokens, sent_tokens
+from .history import ChatHistory, estimate_tokens, history_tokens
 
 Ending = Literal["complete", "length", "incomplete", "refused"]
 COMPLETE_REASONS = frozenset({"stop", "tool_calls", "function_call", "end_turn", "eos"})
@@ -98,9 +98,9 @@ def sendable_call(call: ToolCall) -> SentCall:
 
 @dataclass(frozen=True)
 class Fitted:
-    """The messages of one request, and how many earlier turns they leave out."""
+    """The history one request sends, and how many earlier turns it leaves out."""
 
-    messages: list[dict[str, Any]]
+    history: ChatHistory
     dropped_turns: int = 0
     context_size: int | None = None
 
@@ -117,21 +117,21 @@ def fit_history(
     ``scale`` is the model's tokens per estimated token (see ``LLMClient.token_scale``).
     """
     if not context_size:
-        return Fitted(history.messages)
+        return Fitted(history)
     window = history.window(int(prompt_budget(context_size, options, tools) / scale))
-    return Fitted(window.history.messages, window.dropped_turns, context_size)
+    return Fitted(window.history, window.dropped_turns, context_size)
 
 
 def request_tokens(
-    messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None
+    history: ChatHistory, tools: Sequence[Mapping[str, Any]] | None = None
 ) -> int:
-    """The estimated prompt of a request: its messages and its tool schemas."""
-    return sent_tokens(messages) + (estimate_tokens(json.dumps(list(tools))) if tools else 0)
+    """The estimated prompt of a request: its history and its tool schemas."""
+    return history_tokens(history) + (estimate_tokens(json.dumps(list(tools))) if tools else 0)
 
 
 def refit_history(
     history: ChatHistory,
-    sent: Sequence[Mapping[str, Any]],
+    sent: ChatHistory,
     context_size: int | None,
     options: Mapping[str, Any],
     tools: Sequence[Mapping[str, Any]] | None = None,
@@ -143,7 +143,7 @@ def refit_history(
     Within the context the endpoint named; when it also said what ``sent`` took
     (``prompt_tokens``), the estimate is scaled by its count, else halved.
     """
-    estimated = sent_tokens(sent)
+    estimated = history_tokens(sent)
     budget = estimated // 2
     if context_size:
         fits = prompt_budget(context_size, options, tools)
@@ -152,6 +152,6 @@ def refit_history(
         else:
             budget = min(budget, int(fits / scale))
     window = history.window(budget)
-    if len(window.history.messages) >= len(sent):
+    if len(window.history) >= len(sent):
         return None
-    return Fitted(window.history.messages, window.dropped_turns, context_size)
+    return Fitted(window.history, window.dropped_turns, context_size)

@@ -150,7 +150,7 @@ class _Engine:
         size = llm.context_size(model, options)
         fitted = fit_history(history, size, options, tools, llm.token_scale(model))
 
-        def refit(error: NbchatError) -> tuple[list[dict[str, Any]], int] | None:
+        def refit(error: NbchatError) -> tuple[ChatHistory, int] | None:
             size = getattr(error, "context_size", None)
             if size:
                 llm.learn_context_size(model, size)
@@ -159,14 +159,14 @@ class _Engine:
                 calibrate(sent)
             shorter = refit_history(history, spec.context, size or fitted.context_size,
                                     options, tools, sent, llm.token_scale(model))  # fmt: skip
-            return None if shorter is None else (shorter.messages, shorter.dropped_turns)
+            return None if shorter is None else (shorter.history, shorter.dropped_turns)
 
         def calibrate(counted: int) -> None:
             """Learn the model's tokens per estimated one from its count of this request."""
             llm.learn_token_count(model, request_tokens(spec.context, tools), counted)
 
         spec = TurnSpec(
-            llm=llm, model=model, context=fitted.messages, toolbox=toolbox, options=options,
+            llm=llm, model=model, context=fitted.history, toolbox=toolbox, options=options,
             refit=refit, dropped_turns=fitted.dropped_turns, context_size=fitted.context_size,
             max_rounds=self.max_tool_rounds, calibrate=calibrate if size else None, **fields,
         )  # fmt: skip

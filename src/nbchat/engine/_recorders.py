@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from ..base.events import Usage
+from ..base.messages import Message
 from ..base.records import PendingCall
 from ..store.base import Store
 from ._turn import NullRecorder
@@ -23,14 +24,14 @@ class ThreadRecorder:
         self.store, self.thread_id, self.turn = store, thread_id, turn
         self.status: str | None = None  # how the turn ended, once it has
 
-    def checkpoint(self, text: str, messages: list[dict[str, Any]]) -> None:
+    def checkpoint(self, text: str, messages: list[Message]) -> None:
         self.store.update_turn(self.thread_id, self.turn, answer=text)
 
     def finish(
         self,
         status: str,
         text: str,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         *,
         pending: list[PendingCall] | None = None,
         error: str | None = None,
@@ -43,7 +44,7 @@ class ThreadRecorder:
             self.thread_id,
             self.turn,
             answer=text,
-            messages=list(messages),
+            messages=[message.to_dict() for message in messages],  # the store's form
             status=status,
             pending=list(pending or []),
             error=error,
@@ -60,6 +61,6 @@ class HistoryRecorder(NullRecorder):
     def __init__(self, history: ChatHistory, question: str) -> None:
         self.history, self.question = history, question
 
-    def finish(self, status: str, text: str, messages: list[dict[str, Any]], **_: Any) -> None:
+    def finish(self, status: str, text: str, messages: list[Message], **_: Any) -> None:
         if status in ("complete", "incomplete", "interrupted") and text:
             self.history.add_question_answer(self.question, text, clean=True)

@@ -15,7 +15,7 @@ from ..base import markup
 from ..base.content import context_line
 from ..base.events import ToolCall
 from ..base.markup import markdown_source as markup_source
-from ._message import Message
+from ..base.messages import Message
 
 
 def transcript_markdown(system: str | None, turns: Sequence[Sequence[Message]]) -> str:

@@ -31,11 +31,13 @@ from ..base.events import (
     Usage,
     UsageReported,
 )
+from ..base.messages import Message, wire_messages
 from ..base.records import PendingCall, Prompt, RecordError
 from ..llm import LLMClient
 from ..llm._stop import StopSignal
 from ..tools import ClientTool, KernelTool, Toolbox, ToolContext
 from ._endings import SentCall, cut_note, ending_of, sendable_call
+from .history import ChatHistory
 
 CHECKPOINT_SECONDS = 2.0
 
@@ -43,14 +45,14 @@ CHECKPOINT_SECONDS = 2.0
 class Recorder(Protocol):
     """Where a turn's progress goes."""
 
-    def checkpoint(self, text: str, messages: list[dict[str, Any]]) -> None:
+    def checkpoint(self, text: str, messages: list[Message]) -> None:
         """Partial progress, so that a killed process loses little."""
 
     def finish(
         self,
         status: str,
         text: str,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         *,
         pending: list[PendingCall] = ...,
         error: str | None = None,
@@ -64,10 +66,10 @@ class Recorder(Protocol):
 class NullRecorder:
     """Records nothing (one-off questions)."""
 
-    def checkpoint(self, text: str, messages: list[dict[str, Any]]) -> None:
+    def checkpoint(self, text: str, messages: list[Message]) -> None:
         pass
 
-    def finish(self, status: str, text: str, messages: list[dict[str, Any]], **_: Any) -> None:
+    def finish(self, status: str, text: str, messages: list[Message], **_: Any) -> None:
         pass
 
 
@@ -77,20 +79,20 @@ class TurnSpec:
 
     llm: LLMClient
     model: str
-    context: list[dict[str, Any]]  # system + earlier turns + the query
+    context: ChatHistory  # the system prompt, the earlier turns that fit, the query
     toolbox: Toolbox
     tool_context: ToolContext
     recorder: Recorder
     thread_id: int | None = None
     turn: int = 0
-    messages: list[dict[str, Any]] = field(default_factory=list)  # produced so far this turn
+    messages: list[Message] = field(default_factory=list)  # produced so far this turn
     text: str = ""  # answer text so far this turn (a resumed turn starts with it)
     max_rounds: int = 8
     suspendable: bool = True
     options: Mapping[str, Any] = field(default_factory=dict)  # generation options, checked
     # Called once when the endpoint says the request is too long: a shorter context
     # and how many earlier turns it leaves out, or None when nothing can be left out.
-    refit: Callable[[NbchatError], tuple[list[dict[str, Any]], int] | None] | None = None
+    refit: Callable[[NbchatError], tuple[ChatHistory, int] | None] | None = None
     dropped_turns: int = 0  # earlier turns the context already leaves out
     context_size: int | None = None
     # Told the endpoint's prompt token count of the turn's first request.
@@ -193,7 +195,7 @@ class _Turn:
         """Whether a too-long request must fail: refitted once already, or a reply begun."""
         return self.refitted or len(self.parts) > reply.start or bool(reply.calls)
 
-    def _refit(self, error: NbchatError) -> tuple[list[dict[str, Any]], int] | None:
+    def _refit(self, error: NbchatError) -> tuple[ChatHistory, int] | None:
         """A shorter context for the request ``error`` refused (once a turn), or None."""
         assert self.spec.refit is not None  # else the turn counts as refitted already
         self.refitted = True
@@ -207,10 +209,10 @@ class _Turn:
         options = spec.options if round_number == 0 else _unforced(spec.options)
         monotonic, add_text = time.monotonic, parts.append  # once, not per chunk
         next_checkpoint = monotonic() + CHECKPOINT_SECONDS
+        sent = wire_messages(spec.context.system, [*spec.context, *spec.messages])
         for event in spec.llm.stream(
-            spec.context + spec.messages, model=spec.model, tools=tools, options=options,
-            stop=spec.stop,
-        ):  # fmt: skip
+            sent, model=spec.model, tools=tools, options=options, stop=spec.stop
+        ):
             if type(event) is TextDelta:
                 if separate:
                     separate = False
@@ -257,7 +259,7 @@ class _Turn:
         if ending == "complete" and calls:
             return False
         # A reply the model did not finish may hold a cut-off tool call: never run it.
-        spec.messages.append({"role": "assistant", "content": "".join(round_parts)})
+        spec.messages.append(Message("assistant", "".join(round_parts)))
         if ending == "complete":
             yield self._finish("complete")
             return True
@@ -271,22 +273,19 @@ class _Turn:
         """The tool step: run the reply's calls, their results kept; True when the turn waits."""
         spec = self.spec
         sent = [sendable_call(call) for call in reply.calls]
-        asked: dict[str, Any] = {
-            "role": "assistant",
-            "content": "".join(self.parts[reply.start:]),
-            "tool_calls": [s.call.to_dict() for s in sent],
-        }
-        if reply.blocks:
-            asked["reasoning_blocks"] = reply.blocks
-        spec.messages.append(asked)
+        spec.messages.append(
+            Message(
+                "assistant", "".join(self.parts[reply.start:]),
+                tool_calls=tuple(s.call for s in sent), reasoning_blocks=tuple(reply.blocks),
+            )
+        )  # fmt: skip
         pending: list[PendingCall] = []
         for call, checked in zip(reply.calls, sent, strict=True):
             result = self._result(call, checked, pending)
             if result is not None:
                 spec.messages.append(
-                    {"role": "tool", "tool_call_id": call.id, "name": call.name,
-                     "content": result.output}
-                )  # fmt: skip
+                    Message("tool", result.output, tool_call_id=call.id, name=call.name)
+                )
                 yield result
         if not pending:
             return False
@@ -357,9 +356,9 @@ def _handle_call(spec: TurnSpec, call: ToolCall, pending: list[PendingCall]) -> 
     return None
 
 
-def _with_text(messages: list[dict[str, Any]], round_parts: list[str]) -> list[dict[str, Any]]:
+def _with_text(messages: list[Message], round_parts: list[str]) -> list[Message]:
     text = "".join(round_parts).strip()
-    return messages + [{"role": "assistant", "content": text}] if text else list(messages)
+    return [*messages, Message("assistant", text)] if text else list(messages)
 
 
 def _add(total: Usage | None, more: Usage) -> Usage:

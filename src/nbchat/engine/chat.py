@@ -32,6 +32,7 @@ from ..base.events import (
     TurnFailed,
     TurnFinished,
 )
+from ..base.messages import Message
 from ..base.options import TITLE_OPTIONS, Options, check_options, merge_options
 from ..base.policy import Policy
 from ..base.records import PendingCall
@@ -465,7 +466,7 @@ class Chat(_Engine):
         options: Options,
         *,
         before: Sequence[Event] = (),
-        messages: list[dict[str, Any]] | None = None,
+        messages: Sequence[Mapping[str, Any]] = (),
         text: str = "",
         mcp: Selection = None,
     ) -> Answer:
@@ -481,7 +482,8 @@ class Chat(_Engine):
                 self._offered(model, builtin, mcp),
                 tool_context=ToolContext(self.user, thread.user, self.permissions, thread.id),
                 recorder=recorder, thread_id=thread.id, turn=turn,
-                messages=list(messages or []), text=text, stop=stop,
+                messages=[Message.from_dict(m) for m in messages],  # as the store keeps them
+                text=text, stop=stop,
             )  # fmt: skip
             try:
                 yield from run_turn(spec)

@@ -31,6 +31,7 @@ from ..base.config import ENV_HISTORY_LIMIT, parse_history_limit
 from ..base.content import CONTEXT_NOTE, ContextItem, estimate_tokens
 from ..base.errors import InputError
 from ..base.events import ToolCall
+from ..base.messages import ROLES, Message, Role, to_message, wire_messages
 from ._cleanup import (
     STRATEGIES,
     CleanupStrategy,
@@ -39,7 +40,6 @@ from ._cleanup import (
     WindowStrategy,
     split_turns,
 )
-from ._message import ROLES, Message, Role, to_message
 from ._transcript import transcript_html, transcript_markdown
 
 __all__ = [
@@ -198,8 +198,7 @@ class ChatHistory:
     @property
     def messages(self) -> list[dict[str, Any]]:
         """The conversation in OpenAI format, the system prompt first when there is one."""
-        head = [{"role": "system", "content": self._system}] if self._system else []
-        return head + [m.to_dict() for m in self._messages]
+        return wire_messages(self._system, self._messages)
 
     def turns(self) -> list[list[Message]]:
         """The messages grouped into turns (see :func:`split_turns`)."""
@@ -348,6 +347,13 @@ def sent_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
         else:
             total += _message_tokens(Message.from_dict(message))
     return total
+
+
+def history_tokens(history: ChatHistory) -> int:
+    """The estimated tokens of ``history`` as a request holds it: what :func:`sent_tokens`
+    counts of ``history.messages``, without making them dicts first."""
+    system = _MESSAGE_OVERHEAD + estimate_tokens(history.system) if history.system else 0
+    return system + sum(_message_tokens(message) for message in history)
 
 
 def _message_tokens(message: Message) -> int:

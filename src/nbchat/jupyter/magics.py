@@ -11,15 +11,17 @@ handlers share but does not need the magics' state lives beside this module:
 the thread commands (:mod:`._thread_commands`), placing an ``--answer``
 (:mod:`._answering`), what a question takes from the notebook
 (:mod:`._magic_context`), the declared options (:mod:`._magic_options`) and
-the line's syntax (:mod:`._magic_syntax`). What stays here needs the
-settings, the Chat they build, or the current thread: the traits, the Chat's
-construction, asking and rendering, and the key, panel and model commands.
+the line's syntax (:mod:`._magic_syntax`), and what it reads of the shell
+(:mod:`._shell`). What stays here needs the settings, the Chat they build, or
+the current thread: the traits, the Chat's construction, asking and rendering,
+and the key, panel and model commands. That keeps this module past 500
+lines on purpose: IPython configures the magic as one class
+(``%config ChatMagics.…``), and splitting its methods across modules would
+only pass the same ``self`` around.
 """
 
 from __future__ import annotations
 
-import ast
-import os
 import sys
 import weakref
 from collections.abc import Callable
@@ -53,6 +55,7 @@ from ._magic_context import (
 from ._magic_options import chat_arguments, flag_options
 from ._magic_syntax import protect_chat_questions, split_options
 from ._notes import show_note
+from ._shell import echoed, environment, forget_config_key
 from .render import Mode, RenderResult, TurnRenderer, detect_mode, execution_marker
 
 if TYPE_CHECKING:
@@ -162,7 +165,7 @@ class ChatMagics(Magics):
         """Refuse a key in %config at once; it is never kept, here or in any config."""
         if proposal["value"] is not None:
             print(f"UsageError: {API_KEY_REFUSED}", file=sys.stderr)
-            _forget_config_key(self.shell)
+            forget_config_key(self.shell)
         return None
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
@@ -228,7 +231,7 @@ class ChatMagics(Magics):
     def _plain_chat(self) -> Chat:
         tools = self._user_tools()
         options = check_options(self.options, source="ChatMagics.options")
-        key = (self.model, self.base_url, self.provider, self.store, self.user, _environment(),
+        key = (self.model, self.base_url, self.provider, self.store, self.user, environment(),
                tuple(map(id, tools)), tuple(self.permissions), repr(sorted(options.items())),
                self.builtin_tools, self._key_version)
         if self._chat is None or key != self._chat_key:
@@ -347,7 +350,7 @@ class ChatMagics(Magics):
             raise UsageError(str(err)) from err
         finally:
             self._use_agent = False
-        if result is not None and detect_mode() == "text" and _echoed(self.shell):
+        if result is not None and detect_mode() == "text" and echoed(self.shell):
             return None  # a terminal would print an empty "Out[n]:" under the answer
         return result
 
@@ -695,52 +698,4 @@ def unload(ipython: Any) -> None:
     cleanup[:] = [t for t in cleanup if t is not protect_chat_questions]
     set_notifier(None)
 
-
-def _forget_config_key(shell: Any) -> None:
-    """Drop ``ChatMagics.api_key`` from every configurable's config once the cell has run.
-
-    ``%config`` merges the whole statement into each configurable after this
-    class has refused it, so the copies can only be removed afterwards.
-    """
-    if shell is None:
-        return
-
-    def forget(*_: Any) -> None:
-        for owner in (shell, *shell.configurables):
-            section = owner.config.get("ChatMagics")
-            if section is not None:
-                section.pop("api_key", None)
-        shell.events.unregister("post_run_cell", forget)
-
-    shell.events.register("post_run_cell", forget)
-
-
-def _echoed(shell: Any) -> bool:
-    """Whether the running cell ends with a bare %chat, whose value IPython would echo."""
-    running = getattr(getattr(shell, "displayhook", None), "exec_result", None)
-    info = getattr(running, "info", None)
-    if info is None or info.silent or not isinstance(info.raw_cell, str):
-        return False
-    try:
-        tree = ast.parse(shell.transform_cell(info.raw_cell))
-    except (SyntaxError, ValueError):
-        return False
-    last = tree.body[-1] if tree.body else None
-    if not (isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)):
-        return False
-    call = last.value
-    return (
-        isinstance(call.func, ast.Attribute)
-        and call.func.attr in ("run_line_magic", "run_cell_magic")
-        and bool(call.args)
-        and isinstance(call.args[0], ast.Constant)
-        and call.args[0].value == "chat"
-    )
-
-
-def _environment() -> tuple[tuple[str, str], ...]:
-    """The environment variables a Chat reads, to notice ``%env`` changes."""
-    names = ("OPENAI_API_KEY", "JUPYTERHUB_USER")
-    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("NBCHAT_")
-                        or k in names))
 

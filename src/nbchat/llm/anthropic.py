@@ -19,6 +19,7 @@ unchanged with the tool results of the same turn.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -387,8 +388,9 @@ def _ending(
 
 
 def _call(block: dict[str, Any], arguments: str) -> ToolCall:
-    return ToolCall(id=str(block.get("id") or ""), name=str(block.get("name") or ""),
-                    arguments=arguments)  # fmt: skip
+    # A result must name its call: one sent without an id gets one, as on the other wires.
+    call_id = str(block.get("id") or f"call_{uuid.uuid4().hex[:24]}")
+    return ToolCall(id=call_id, name=str(block.get("name") or ""), arguments=arguments)
 
 
 def _usage(counts: Mapping[str, Any]) -> Usage:

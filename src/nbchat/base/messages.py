@@ -1,19 +1,23 @@
-"""Message: one user, assistant or tool message of a history, checked when it is made.
+"""Message: one user, assistant or tool message, checked when it is made.
 
-The system prompt is not a message: a ChatHistory holds it apart. Messages
-cross into the wire format as OpenAI-shaped dicts through ``to_dict`` and
-``from_dict``, which check them like user input.
+What the engine holds of a conversation: a ChatHistory's messages and the
+messages a turn adds (its replies, tool calls and tool results). They become
+OpenAI-shaped dicts only where they leave the engine, for the wire
+(:meth:`Message.to_dict`, which :func:`wire_messages` puts behind the system
+prompt) and for the stores; :meth:`Message.from_dict` reads them back and
+checks them like user input. The system prompt is not a message: a
+ChatHistory holds it apart.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
-from ..base.content import ContextItem
-from ..base.errors import InputError
-from ..base.events import ToolCall
+from .content import ContextItem
+from .errors import InputError
+from .events import ToolCall
 
 Role = Literal["user", "assistant", "tool"]
 ROLES: tuple[str, ...] = get_args(Role)
@@ -30,6 +34,9 @@ class Message:
     name: str | None = None
     context: tuple[ContextItem, ...] = field(default=(), repr=False)
     """Objects attached to a user question (sent apart from its text)."""
+    reasoning_blocks: tuple[Mapping[str, Any], ...] = field(default=(), repr=False)
+    """An assistant reply's signed reasoning, as the endpoint sent it, to send back unchanged
+    within the turn that made it (Anthropic's thinking blocks)."""
 
     def __post_init__(self) -> None:
         if self.role == "system":
@@ -44,6 +51,7 @@ class Message:
                 f"{self.role} message content must be a string, got {type(self.content).__name__}"
             )
         object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        object.__setattr__(self, "reasoning_blocks", tuple(self.reasoning_blocks))
         object.__setattr__(self, "context", tuple(map(ContextItem.from_dict, self.context)))
         if self.context and self.role != "user":
             raise InputError(f"context belongs to user messages, not {self.role} messages")
@@ -59,6 +67,9 @@ class Message:
             raise InputError("a tool message needs the tool_call_id of the call it answers")
         if self.role != "tool" and (self.tool_call_id is not None or self.name is not None):
             raise InputError(f"tool_call_id and name belong to tool messages, not {self.role}")
+        blocks = self.reasoning_blocks
+        if blocks and (self.role != "assistant" or not all(isinstance(b, Mapping) for b in blocks)):
+            raise InputError("reasoning_blocks belong to assistant replies, as the endpoint sent")
         if self.name is not None and not isinstance(self.name, str):
             raise InputError(f"a tool message's name must be a string, got {self.name!r}")
 
@@ -73,6 +84,8 @@ class Message:
             data["name"] = self.name
         if self.context:
             data["context"] = [item.to_dict() for item in self.context]
+        if self.reasoning_blocks:
+            data["reasoning_blocks"] = [dict(block) for block in self.reasoning_blocks]
         return data
 
     @classmethod
@@ -94,6 +107,7 @@ class Message:
             tool_call_id=data.get("tool_call_id"),
             name=data.get("name"),
             context=tuple(data.get("context") or ()),
+            reasoning_blocks=tuple(data.get("reasoning_blocks") or ()),
         )
 
 
@@ -108,9 +122,19 @@ def _tool_call_from_dict(data: object) -> ToolCall:
 
 
 def to_message(message: object) -> Message:
-    """``message`` as a Message: a Message as it is, an OpenAI-format dict read and checked."""
-    if isinstance(message, Message):
-        return message
+    """``message`` as a history keeps it: a Message, or an OpenAI-format dict read and checked.
+
+    Signed reasoning is left out: it goes back to the endpoint only within the turn
+    that made it, so a history (and its JSON) never carries it.
+    """
     if isinstance(message, Mapping):
-        return Message.from_dict(message)
-    raise InputError(f"a message must be a Message or an OpenAI-format dict, got {message!r}")
+        message = Message.from_dict(message)
+    if not isinstance(message, Message):
+        raise InputError(f"a message must be a Message or an OpenAI-format dict, got {message!r}")
+    return replace(message, reasoning_blocks=()) if message.reasoning_blocks else message
+
+
+def wire_messages(system: str | None, messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """A request's messages in OpenAI chat format: the system prompt (if any), then ``messages``."""
+    head = [{"role": "system", "content": system}] if system else []
+    return head + [message.to_dict() for message in messages]
