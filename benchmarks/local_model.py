@@ -210,7 +210,7 @@ def estimate_accuracy(server: local.LocalServer) -> None:
     here = Path(__file__).resolve().parents[1]
     texts = {
         "prose (README)": (here / "README.md").read_text()[3000:9000],
-        "code (chat.py)": (here / "src/nbchat/chat.py").read_text()[:8000],
+        "code (chat.py)": (here / "src/nbchat/engine/chat.py").read_text()[:8000],
         "config (pyproject)": (here / "pyproject.toml").read_text(),
         "@df of 1,000×12": describe(frame, "df").as_text(),
         "CSV of integers": pd.DataFrame(rng.integers(0, 100_000, size=(200, 5))).to_csv(),
