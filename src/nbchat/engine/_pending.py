@@ -16,6 +16,7 @@ from typing import Any
 
 from ..base.errors import AlreadyAnswered, InvalidToolArguments, NoPendingCall, StoreCorrupt
 from ..base.events import RanCode, ToolResult
+from ..base.messages import Message
 from ..base.records import AnsweredCall, PendingCall
 from ..store.base import Store, Thread, Turn
 from ..tools import ClientTool, Toolbox, ToolContext
@@ -181,7 +182,7 @@ def abandon_pending(store: Store, thread: Thread) -> list[PendingCall]:
     index = len(thread.turns) - 1
     turn = thread.turns[index]
     store.update_turn(
-        thread.id, index, messages=list(closed(turn)), pending=[], status="interrupted"
+        thread.id, index, messages=closed(turn), pending=[], status="interrupted"
     )
     thread.turns[index] = store.get(thread.id).turns[index]
     return list(turn.pending)
@@ -191,18 +192,13 @@ def closed(turn: Turn) -> list[dict[str, Any]]:
     """A turn's messages, with any unanswered tool call given a 'no answer' result."""
     messages = list(turn.messages)
     done = {m.get("tool_call_id") for m in messages if m.get("role") == "tool"}
+    unanswered = "The person did not answer this question."
     for call in turn.pending:
         if call.call_id not in done:
-            messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": call.call_id,
-                    "name": call.tool,
-                    "content": "The person did not answer this question.",
-                }
-            )
+            closing = Message("tool", unanswered, tool_call_id=call.call_id, name=call.tool)
+            messages.append(closing.to_dict())
     if turn.answer and not any(m.get("role") == "assistant" for m in messages):
-        messages.append({"role": "assistant", "content": turn.answer})  # no messages kept
+        messages.append(Message("assistant", turn.answer).to_dict())  # no messages kept
     return messages
 
 

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from ..base.errors import NbchatError, StreamCutOff
 from ..base.events import ReasoningDelta, ReplyFinished, TextDelta
+from ..base.messages import Message, wire_messages
 from ..llm import LLMClient
 from ..llm._stop import StopSignal
 from ..store.base import Store, Thread, Turn
@@ -55,12 +56,11 @@ def ask_title(llm: LLMClient, thread: Thread, options: Mapping[str, Any]) -> str
 
 def title_messages(turn: Turn) -> list[dict[str, Any]]:
     """The title request for a thread whose first answered turn is ``turn``."""
-    return [
-        {"role": "system", "content": TITLE_PROMPT},
-        {"role": "user", "content": turn.query[:2000]},
-        {"role": "assistant", "content": turn.answer[:2000]},
-        {"role": "user", "content": TITLE_REQUEST},
-    ]
+    return wire_messages(TITLE_PROMPT, [
+        Message("user", turn.query[:2000]),
+        Message("assistant", turn.answer[:2000]),
+        Message("user", TITLE_REQUEST),
+    ])  # fmt: skip
 
 
 def title_reply(

@@ -343,7 +343,7 @@ def sent_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
     total = 0
     for message in messages:
         if message.get("role") == "system":
-            total += _MESSAGE_OVERHEAD + estimate_tokens(str(message.get("content") or ""))
+            total += _system_tokens(str(message.get("content") or ""))
         else:
             total += _message_tokens(Message.from_dict(message))
     return total
@@ -352,8 +352,12 @@ def sent_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
 def history_tokens(history: ChatHistory) -> int:
     """The estimated tokens of ``history`` as a request holds it: what :func:`sent_tokens`
     counts of ``history.messages``, without making them dicts first."""
-    system = _MESSAGE_OVERHEAD + estimate_tokens(history.system) if history.system else 0
+    system = _system_tokens(history.system) if history.system else 0
     return system + sum(_message_tokens(message) for message in history)
+
+
+def _system_tokens(prompt: str) -> int:
+    return _MESSAGE_OVERHEAD + estimate_tokens(prompt)
 
 
 def _message_tokens(message: Message) -> int:
