@@ -1,7 +1,7 @@
 """What the ``risky`` approval policy lets run without asking: the lists, and nothing else.
 
 Each list names things that compute new values from data and touch no file,
-network, process or interpreter state. The README shows them as they are
+network, process or interpreter state. docs/security/what-runs.md shows them as they are
 here; a name that is not here asks.
 """
 

@@ -6,7 +6,7 @@ from ``NBCHAT_HISTORY_LIMIT``), its cleanup strategy trims the messages, but
 only when asked: ``clean=True`` on the add methods, or :meth:`ChatHistory.clean`.
 Here too is the windowing that fits a history to a token budget
 (:meth:`ChatHistory.window`, :func:`sent_tokens`). A message is
-:mod:`._message`, the strategies :mod:`._cleanup`, the Markdown and HTML views
+:mod:`nbchat.base.messages`, the strategies :mod:`._cleanup`, the Markdown and HTML views
 :mod:`._transcript`; their public names are offered here as well.
 
 >>> history = ChatHistory(system="You are terse.", limit=4)

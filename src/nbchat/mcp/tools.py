@@ -197,7 +197,7 @@ def overview(servers: SessionServers | None = None) -> str:
     files = [user_config_path(), *admin_config_paths()]
     if not config.servers and not config.refused:
         where = " or ".join(str(path) for path in files)
-        return f"No MCP servers are configured; add them to {where} (see the README)."
+        return f"No MCP servers are configured; add them to {where} (see docs/guides/mcp.md)."
     servers = servers or session_servers()
     lines = []
     if not config.enabled:

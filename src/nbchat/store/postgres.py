@@ -12,7 +12,7 @@ exactly one answer wins. Message bodies, pending and answered calls are
 Every query names the user. When each user connects with a database role of
 their own (the hub's job), row-level security also binds every row to the role
 that wrote it, so a user's own code cannot read or change anyone else's rows
-even with hand-written SQL; see the README's "Teams and JupyterHub".
+even with hand-written SQL; see docs/teams/postgresql.md.
 
 The schema is created and migrated by :mod:`nbchat.store._pg` the first time a
 process opens the database; :mod:`nbchat.store._pgrows` turns rows into records

@@ -90,6 +90,8 @@ class Reply:
         Anthropic: a ``redacted_thinking`` block with this opaque data, after
         any ``reasoning``.
 
+    Notes
+    -----
     Anthropic's stop reasons are the OpenAI ones translated: ``stop`` is
     ``end_turn``, ``length`` is ``max_tokens``, ``tool_calls`` is
     ``tool_use``; any other (``refusal``) is sent as it is.

@@ -61,6 +61,8 @@ class ScriptedServer:
         tools (llama.cpp's ``chat_template_caps.supports_tools``), as a small
         model that was never taught tools reports ``False``.
 
+    Examples
+    --------
     >>> with ScriptedServer(Reply("Hi!")) as server:
     ...     server.url.startswith("http://127.0.0.1:")
     True

@@ -81,13 +81,13 @@ class ClientTool(Tool):
         """What the person should see of what the answer did, once :meth:`output` ran.
 
         Empty by default. A tool that acts on its answer returns what that did:
-        text, shown under the tool's line, or the :class:`~nbchat.events.RanCode`
+        text, shown under the tool's line, or the :class:`~nbchat.base.events.RanCode`
         of code it ran, shown as the code (folded), its output, value and error.
         """
         return ""
 
     def check_requirements(self, context: ToolContext, arguments: dict[str, Any]) -> None:
-        """Raise :class:`~nbchat.errors.ToolRequirementsNotMet` unless ``context`` may call.
+        """Raise :class:`~nbchat.base.errors.ToolRequirementsNotMet` unless ``context`` may call.
 
         Only the thread's owner may answer, and they need every permission
         :meth:`call_requirements` names.
@@ -118,7 +118,7 @@ class ClientTool(Tool):
     def parse_response(self, arguments: dict[str, Any], response: object) -> object:
         """The person's answer, checked against the call; raise InvalidToolAnswer if unusable.
 
-        The message of :class:`~nbchat.errors.InvalidToolAnswer` is shown to
+        The message of :class:`~nbchat.base.errors.InvalidToolAnswer` is shown to
         the person, who may answer again.
         """
         return _text_answer(response, MAX_ANSWER_LENGTH)
