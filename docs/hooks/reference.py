@@ -62,9 +62,11 @@ def differences() -> list[str]:
     for page, pattern, code in ((MAGIC_PAGE, _OPTION, magic_options()),
                                 (SETTINGS_PAGE, _SETTING, settings())):
         documented = listed(page, pattern)
-        where = page.relative_to(ROOT)
-        problems += [f"{name} is in the code but not in {where}" for name in sorted(code - documented)]
-        problems += [f"{name} is in {where} but not in the code" for name in sorted(documented - code)]
+        where = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page
+        problems += [f"{name} is in the code but not in {where}"
+                     for name in sorted(code - documented)]
+        problems += [f"{name} is in {where} but not in the code"
+                     for name in sorted(documented - code)]
     return problems
 
 

@@ -10,6 +10,7 @@ outside nbchat (``:class:`str```) stay code.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from typing import Any
@@ -52,19 +53,21 @@ class SphinxRoles(griffe.Extension):
     def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
         for obj in _walk(pkg):
             if obj.docstring is not None and ROLE.search(obj.docstring.value):
-                obj.docstring.value = ROLE.sub(lambda m: self._link(obj, pkg, m),
+                obj.docstring.value = ROLE.sub(functools.partial(_link, obj, pkg),
                                                obj.docstring.value)
 
-    @staticmethod
-    def _link(obj: griffe.Object, pkg: griffe.Module, match: re.Match[str]) -> str:
-        short, relative, target, call = match.group(1), match.group(2), match.group(3), match.group(4) or ""
-        shown = f"<code>{target.rsplit('.', 1)[-1] if short else target}{call}</code>"
-        path = resolve(obj, pkg, target)
-        if path is None:
-            if relative or target.startswith(f"{pkg.name}.") or target.split(".")[0] in pkg.members:
-                log.warning(f"{obj.path}: the docstring names {target}, which nbchat has not")
-            return shown
-        return f'<autoref identifier="{path}" optional>{shown}</autoref>'
+
+
+def _link(obj: griffe.Object, pkg: griffe.Module, match: re.Match[str]) -> str:
+    """The role as code, linked where the reference shows its object; a warning if none."""
+    short, relative, target, call = match.groups()
+    shown = f"<code>{target.rsplit('.', 1)[-1] if short else target}{call or ''}</code>"
+    path = resolve(obj, pkg, target)
+    if path is None:
+        if relative or target.startswith(f"{pkg.name}.") or target.split(".")[0] in pkg.members:
+            log.warning(f"{obj.path}: the docstring names {target}, which nbchat has not")
+        return shown
+    return f'<autoref identifier="{path}" optional>{shown}</autoref>'
 
 
 def _walk(obj: griffe.Object):

@@ -42,7 +42,7 @@ class Toolbox:
         return [item.schema() for item in self._tools.values()]
 
     def get(self, name: str) -> Tool:
-        """The tool called ``name``; :class:`~nbchat.base.errors.ToolError` (for the LLM) if none is."""
+        """The tool called ``name``, or :class:`~nbchat.base.errors.ToolError` for the LLM."""
         try:
             return self._tools[name]
         except KeyError:
