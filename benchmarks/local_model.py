@@ -209,7 +209,7 @@ def estimate_accuracy(server: local.LocalServer) -> None:
     frame = pd.DataFrame(rng.normal(size=(1000, 12)).round(3), columns=[f"c{i}" for i in range(12)])
     here = Path(__file__).resolve().parents[1]
     texts = {
-        "prose (README)": (here / "README.md").read_text()[3000:9000],
+        "prose (a docs page)": (here / "docs/guides/magic.md").read_text()[:6000],
         "code (chat.py)": (here / "src/nbchat/engine/chat.py").read_text()[:8000],
         "config (pyproject)": (here / "pyproject.toml").read_text(),
         "@df of 1,000×12": describe(frame, "df").as_text(),
