@@ -98,3 +98,15 @@ def test_the_tutorials_saved_html_is_nbchats_sanitized_html(path: Path):
         assert markup.sanitize(body) == VOID_CLOSED.sub(r"<\1\2>", body)  # nothing removed
     assert all(set(output.get("data", {})) <= {"text/html", "text/plain", "image/png"}
                for output in outputs)
+
+
+def test_a_docstring_role_resolves_only_to_an_object_nbchat_has():
+    import griffe  # the docs extra, which dev installs
+    roles = hook("roles")
+    package = griffe.load("nbchat", search_paths=[str(ROOT / "src")], resolve_aliases=False)
+    chat = package["engine.chat.Chat"]
+    assert roles.resolve(chat, package, "nbchat.base.errors.ToolError") == (
+        "nbchat.base.errors.ToolError")
+    assert roles.resolve(chat, package, "ask") == "nbchat.engine.chat.Chat.ask"
+    assert roles.resolve(chat, package, "nbchat.errors.ToolError") is None  # an old path
+    assert roles.resolve(chat, package, "str") is None
