@@ -13,6 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from nbchat.testing import Reply
+from shell_helpers import is_title_body
 
 from .jupyterlab import open_notebook, screenshot, start_jupyterlab
 
@@ -26,13 +27,9 @@ ANSWER = (
 FOLLOW_UP = "Pass the columns you want: `pd.read_csv('sales.csv', usecols=['date', 'total'])`."
 
 
-def is_title_request(body):
-    return "conversation title" in body["messages"][0]["content"]
-
-
 def test_a_cell_and_the_side_panel_show_one_thread(page, scripted_server, tmp_path):
     scripted_server.script(
-        Reply("Reading a CSV with pandas", when=is_title_request),
+        Reply("Reading a CSV with pandas", when=is_title_body),
         Reply(ANSWER, when="read a CSV", chunk_size=12, delay=0.01),
         Reply(FOLLOW_UP, when="two columns", chunk_size=12, delay=0.01),
     )
