@@ -31,7 +31,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterator
 
-__all__ = ["escape", "escape_hidden", "for_terminal", "hidden_in", "summary"]
+__all__ = ["TerminalStream", "escape", "escape_hidden", "for_terminal", "hidden_in", "summary"]
 
 _BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 # Drawn as nothing (or as blank) yet not a format character: fillers Python takes in
@@ -96,8 +96,11 @@ def split_hidden(text: str) -> Iterator[tuple[str, bool]]:
         yield text[at:], False
 
 
-def summary(text: str, *, what: str = "This code") -> str:
+def summary(text: str, *, what: str = "This code", escaped: bool = False) -> str:
     """One line naming the hidden characters of ``text`` and where they are; "" if none.
+
+    ``escaped``: the text is kept with the escapes in place of the characters
+    (a cell ``--code`` fills, an editor), not with the characters themselves.
 
     >>> summary("a = 1\\nb = '\\u200b'").partition(": ")[2]
     'U+200B ZERO WIDTH SPACE on line 2. It is shown as its escape (\\\\u200b); what runs holds the character itself.'
@@ -120,8 +123,13 @@ def summary(text: str, *, what: str = "This code") -> str:
            f"reorder{'s' * (not many)} the text around {'them' if many else 'it'}"
     shown = "Each is shown as its escape" if many else "It is shown as its escape"
     example = escape(found[0][2])
-    itself = "the characters themselves" if many else "the character itself"
-    return f"{what} holds {noun}: {named}. {shown} ({example}); what runs holds {itself}."
+    if escaped:
+        kept = "the escapes are kept in their place" if many else \
+               "the escape is kept in its place"
+    else:
+        kept = "what runs holds the characters themselves" if many else \
+               "what runs holds the character itself"
+    return f"{what} holds {noun}: {named}. {shown} ({example}); {kept}."
 
 
 def _lines(numbers: list[int]) -> str:
@@ -138,3 +146,23 @@ def for_terminal(text: str) -> str:
     """
     text = _NEWLINES.sub("\n", text)
     return _TERMINAL.sub(lambda match: escape(match.group()), text)
+
+
+class TerminalStream:
+    """:func:`for_terminal` over a stream of chunks: a CRLF split between two stays a line break."""
+
+    def __init__(self) -> None:
+        self._cr = False
+
+    def feed(self, chunk: str) -> str:
+        """The chunk safe to print; a CR at its end waits for the next chunk."""
+        if self._cr:
+            chunk, self._cr = "\r" + chunk, False
+        if chunk.endswith("\r"):
+            chunk, self._cr = chunk[:-1], True
+        return for_terminal(chunk)
+
+    def close(self) -> str:
+        """What is still held back (a lone CR, shown as its escape)."""
+        held, self._cr = self._cr, False
+        return for_terminal("\r") if held else ""

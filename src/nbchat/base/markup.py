@@ -367,9 +367,9 @@ def approval(source: str, language: str | None = "python", *, what: str = "This 
     return element("div", join(parts), cls="nbchat-approval mathjax_ignore tex2jax_ignore")
 
 
-def hidden_summary(source: str, *, what: str = "This code") -> str:
+def hidden_summary(source: str, *, what: str = "This code", escaped: bool = False) -> str:
     """The warning line :func:`approval` shows for ``source``, as text; "" if it has none."""
-    return _visible.summary(source, what=what)
+    return _visible.summary(source, what=what, escaped=escaped)
 
 
 @functools.lru_cache(maxsize=1)
