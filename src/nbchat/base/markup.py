@@ -314,6 +314,7 @@ def _highlighted(source: str, language: str | None) -> str:
     return _mark(body, hidden) if hidden else body
 
 
+_TRAILING_BREAKS = re.compile(r"(?:\r?\n)+\Z")
 _STAND_IN = "\ufdd0"  # a noncharacter, itself hidden: the source never holds it unmarked
 
 
@@ -354,7 +355,8 @@ def approval(source: str, language: str | None = "python", *, what: str = "This 
     math (``note``, the reason, is often quoted from the code), and nothing
     inside able to paint outside its box.
     """
-    lines = _highlighted(source.rstrip("\n"), language).rstrip("\n").split("\n")
+    source = _TRAILING_BREAKS.sub("", source)
+    lines = _highlighted(source, language).rstrip("\n").split("\n")
     # Each line a block of its own, its newline kept inside so copied text keeps it.
     numbered = "\n".join(f'<span class="nbchat-line">{line}' for line in lines).replace(
         "\n", "\n</span>") + "</span>"
