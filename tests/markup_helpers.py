@@ -8,7 +8,7 @@ from typing import Any
 
 from nbchat import markup
 
-WRAPPER = f'{markup.STYLE}<div class="nbchat-md">'
+WRAPPER = f'{markup.STYLE}<div class="{markup.ROOT_CLASSES}">'
 BLOCKS = frozenset({
     "blockquote", "br", "dd", "details", "div", "dl", "dt", "h1", "h2", "h3", "h4", "h5", "h6",
     "hr", "li", "ol", "p", "pre", "summary", "table", "tbody", "thead", "tr", "ul",

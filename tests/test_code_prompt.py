@@ -70,7 +70,7 @@ def test_the_prompt_shows_the_code_highlighted_and_three_buttons(chat, scripted_
     assert prompt.editor.value == CODE
     shown = prompt.children[0].outputs[0]["data"]  # the code, escaped and highlighted
     assert "text/markdown" not in shown
-    assert '<pre class="nbchat-code"><code>' in shown["text/html"]
+    assert '<pre class="nbchat-code nbchat-lines"><code>' in shown["text/html"]
     assert visible_code(shown["text/html"]) == CODE
     prompt.buttons[2].click()  # answered: no prompt is left waiting for the next tests
 

@@ -151,8 +151,9 @@ def test_answers_still_read_as_markdown() -> None:
     )
     for piece in ("<h1>Title</h1>", "<strong>bold</strong>", "<em>em</em>", "<s>gone</s>",
                   "<code>code</code>", "<li>one</li>", '<th align="right">a</th>',
-                  '<span class="kn">import</span>', '<span class="math">$x^2$</span>',
-                  '<div class="math">$$\\int_0^1 x\\,dx$$</div>',
+                  '<span class="kn">import</span>',
+                  '<span class="math mathjax_process tex2jax_process">$x^2$</span>',
+                  '<div class="math mathjax_process tex2jax_process">$$\\int_0^1 x\\,dx$$</div>',
                   '<a href="https://example.org/a?b=1" rel="noopener noreferrer nofollow">'):
         assert piece in html, piece
 

@@ -175,10 +175,11 @@ def test_a_writing_tool_asks_and_runs_exactly_once_after_run(
     (call,) = answer.pending
     assert call.prompt.options == ("Run", "Reject")
     assert call.prompt.question == (
-        "Run tool 'write_note' of MCP server 't' with {\"text\": \"<b>hi</b>\"}?")
-    assert "&lt;b&gt;hi&lt;/b&gt;" in markup.markdown(call.prompt.markdown)
-    assert "<b>hi" not in markup.markdown(call.prompt.markdown)
-    assert "does not mark it read-only" in call.prompt.markdown
+        "Run tool 'write_note' of MCP server 't' with the arguments shown?")
+    assert call.shows_arguments and call.arguments_text == '{\n  "text": "<b>hi</b>"\n}'
+    shown = markup.approval(call.arguments_text, "json")
+    assert "&lt;b&gt;hi&lt;/b&gt;" in shown and "<b>hi" not in shown
+    assert "does not mark it read-only" in call.prompt.extra["asks"]
     assert chat.answer_tool_call(thread, "Run").text == "Noted."
     with pytest.raises(AlreadyAnswered):
         chat.answer_tool_call(thread, "Run")

@@ -229,7 +229,7 @@ RISKY = [
     ("files = !ls", "runs an IPython shell or magic line: files = !ls"),
     ("x = 1\n  %timeit x", "runs an IPython shell or magic line: %timeit x"),
     ("def f(:\n", "does not parse as Python (SyntaxError), so it cannot be checked"),
-    ("x = '\0'\nexec", "does not parse as Python (SyntaxError), so it cannot be checked"),
+    ("x = '\0'\nexec", "holds characters that draw nothing or reorder the text around them"),
     # what pandas objects hold, and in-place routes past the keyword check
     ("files[0].rename('old.csv')", "uses files, which holds a PosixPath it cannot check"),
     ("df.where(fns.f[0])", "uses fns, which holds a builtin_function_or_method it cannot check"),

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
+from .base._visible import TerminalStream, for_terminal
 from .base.errors import InvalidToolAnswer, NbchatError
 from .base.events import (
     ContextWindowed,
@@ -30,36 +31,52 @@ INDENT = "    "
 
 
 def print_events(events: Iterable[Event], out: TextIO = sys.stdout) -> TurnFinished | None:
-    """Write a turn's text as it arrives, tool activity on its own lines; the finish event."""
+    """Write a turn's text as it arrives, tool activity on its own lines; the finish event.
+
+    What the model or the endpoint wrote reaches the terminal with its control
+    characters written as escapes (:func:`nbchat.base.markup.for_terminal`).
+    """
     finished = None
     thinking = False
+    stream = TerminalStream()
     for event in events:
         if type(event) is ReasoningDelta:  # the thinking, indented above the answer
-            out.write(("" if thinking else INDENT) + event.text.replace("\n", "\n" + INDENT))
+            text = stream.feed(event.text)
+            out.write(("" if thinking else INDENT) + text.replace("\n", "\n" + INDENT))
             thinking = True
-        elif type(event) is TextDelta:
+            continue
+        if type(event) is TextDelta:
             if thinking:
                 out.write("\n\n")
                 thinking = False
-            out.write(event.text)
+            out.write(stream.feed(event.text))
             out.flush()
-        elif isinstance(event, ContextWindowed):
-            out.write(f"[{event.dropped_turns} earlier turns left out to fit the context]\n")
-        elif isinstance(event, ToolResult):
-            out.write(f"\n[tool {event.call.name}: {len(event.output)} chars]\n")
-        elif isinstance(event, ToolCallPending):
-            question = event.pending.question
-            out.write(f"\n[waiting for your answer to {event.call.name}: {question}]\n")
-        elif isinstance(event, TurnFailed):
-            out.write(f"\nerror: {event.error}\n")
-        elif isinstance(event, TurnFinished):
+            continue
+        out.write(stream.close())
+        _write_event(event, out)
+        if isinstance(event, TurnFinished):
             finished = event
-            if event.status == "interrupted":
-                out.write("\n[interrupted]")
-            elif event.status == "incomplete":
-                out.write(f"\n[{event.note.replace('`', '')}]")
-    out.write("\n")
+    out.write(stream.close() + "\n")
     return finished
+
+
+def _write_event(event: Event, out: TextIO) -> None:
+    """One line for an event other than text: tools, waiting calls, windows, endings."""
+    if isinstance(event, ContextWindowed):
+        out.write(f"[{event.dropped_turns} earlier turns left out to fit the context]\n")
+    elif isinstance(event, ToolResult):
+        out.write(f"\n[tool {for_terminal(event.call.name)}: {len(event.output)} chars]\n")
+    elif isinstance(event, ToolCallPending):
+        question = event.pending.question
+        name = for_terminal(event.call.name)
+        out.write(f"\n[waiting for your answer to {name}: {question}]\n")
+    elif isinstance(event, TurnFailed):
+        out.write(f"\nerror: {for_terminal(str(event.error))}\n")
+    elif isinstance(event, TurnFinished):
+        if event.status == "interrupted":
+            out.write("\n[interrupted]")
+        elif event.status == "incomplete":
+            out.write(f"\n[{for_terminal(event.note.replace('`', ''))}]")
 
 
 def _answer_interactively(chat: Chat, calls: Sequence[PendingCall]) -> None:
@@ -73,7 +90,7 @@ def _answer_interactively(chat: Chat, calls: Sequence[PendingCall]) -> None:
         try:
             stream = chat.iter_answer_tool_call(call.thread_id, reply, call_id=call.call_id)
         except InvalidToolAnswer as err:
-            print(f"not accepted: {err}", file=sys.stderr)
+            print(f"not accepted: {for_terminal(str(err))}", file=sys.stderr)
             continue
         print_events(stream)
         calls = chat.pending_calls(call.thread_id)
@@ -108,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(chat, args)
     except NbchatError as err:
-        print(f"nbchat: {err}", file=sys.stderr)
+        print(f"nbchat: {for_terminal(str(err))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("\n[interrupted; the partial answer is kept]", file=sys.stderr)
@@ -151,12 +168,13 @@ def _store(args: argparse.Namespace) -> int:
 def _run(chat: Chat, args: argparse.Namespace) -> int:
     if args.command == "list":
         for info in chat.threads():
-            print(f"{info.id:>4}  {info.title or '(untitled)'}  [{info.model}, {info.turns} turns]")
+            title = for_terminal(info.title or "(untitled)")
+            print(f"{info.id:>4}  {title}  [{for_terminal(info.model)}, {info.turns} turns]")
     elif args.command == "models":
-        print("\n".join(chat.list_models()))
+        print(for_terminal("\n".join(chat.list_models())))
     elif args.command == "show":
         for query, reply in chat.thread_details(args.thread):
-            print(f"> {query}\n\n{reply}\n")
+            print(for_terminal(f"> {query}\n\n{reply}\n"))
     elif args.command == "answer":
         print_events(chat.iter_answer_tool_call(args.thread, args.value, call_id=args.call))
     else:

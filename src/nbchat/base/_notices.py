@@ -14,12 +14,14 @@ import sys
 import threading
 from collections.abc import Callable
 
+from ._visible import for_terminal
+
 Notifier = Callable[[str], None]
 
 
 def print_note(text: str) -> None:
     """The plain-Python notifier: the note as one line on stderr (stdout in a Jupyter kernel)."""
-    print(text, file=sys.stdout if _in_jupyter_kernel() else sys.stderr, flush=True)
+    print(for_terminal(text), file=sys.stdout if _in_jupyter_kernel() else sys.stderr, flush=True)
 
 
 def _in_jupyter_kernel() -> bool:

@@ -43,17 +43,25 @@ from pygments.lexers import get_lexer_by_name
 from pygments.token import STANDARD_TYPES
 from pygments.util import ClassNotFound
 
+from . import _visible
+from ._visible import escape_hidden, for_terminal
+
 __all__ = [
     "SafeHTML",
+    "approval",
     "bundle",
     "code",
     "code_inline",
     "details",
     "element",
+    "escape_hidden",
     "escape_inline",
     "fence",
+    "for_terminal",
+    "hidden_summary",
     "join",
     "markdown",
+    "marked",
     "markdown_source",
     "sanitize",
     "styled",
@@ -81,12 +89,13 @@ ALIGN = {"th": {"align": {"left", "right", "center"}}, "td": {"align": {"left", 
 URL_SCHEMES = frozenset({"http", "https", "mailto"})
 _TOKEN_CLASSES = frozenset(c for c in STANDARD_TYPES.values() if c)
 CLASSES = {
-    "span": _TOKEN_CLASSES | {"math", "nbchat-dim", "nbchat-error", "nbchat-ok", "nbchat-name"},
-    "div": frozenset({"math", "nbchat-answer", "nbchat-block", "nbchat-note", "nbchat-tool",
-                      "nbchat-error",
-                      "nbchat-reason"}),
-    "pre": frozenset({"nbchat-code"}),
-    "p": frozenset({"nbchat-note", "nbchat-error", "nbchat-dim"}),
+    "span": _TOKEN_CLASSES | {"math", "mathjax_process", "tex2jax_process", "nbchat-dim", "nbchat-error", "nbchat-ok", "nbchat-name",
+                              "nbchat-hidden", "nbchat-line"},
+    "div": frozenset({"math", "mathjax_process", "tex2jax_process", "nbchat-answer", "nbchat-block", "nbchat-note", "nbchat-tool",
+                      "nbchat-error", "nbchat-reason", "nbchat-approval", "mathjax_ignore",
+                      "tex2jax_ignore"}),
+    "pre": frozenset({"nbchat-code", "nbchat-lines"}),
+    "p": frozenset({"nbchat-note", "nbchat-error", "nbchat-dim", "nbchat-warning"}),
     "details": frozenset({"nbchat-reasoning", "nbchat-ran"}),
 }
 # Only our own rules, scoped to our outputs; colours from JupyterLab's theme variables.
@@ -108,7 +117,27 @@ STYLE = """<style>
 .nbchat-md .nb,.nbchat-md .bp{color:var(--jp-mirror-editor-builtin-color,#008000)}
 .nbchat-md .nf,.nbchat-md .nc{color:var(--jp-mirror-editor-def-color,#00f)}
 .nbchat-md .o{color:var(--jp-mirror-editor-operator-color,#aa22ff)}
+.nbchat-md .nbchat-hidden{color:var(--jp-error-color1,#d32f2f);
+ background:var(--jp-error-color3,#ffcdd2);border-radius:2px;font-weight:bold}
+.nbchat-md .nbchat-warning{color:var(--jp-error-color1,#d32f2f);font-weight:bold}
+.nbchat-md .math{display:inline-block;max-width:100%;contain:paint}
+.nbchat-md div.math{display:block;overflow-x:auto;overflow-y:hidden}
+.nbchat-md .nbchat-approval{contain:paint;max-width:100%}
+.nbchat-md .nbchat-approval pre,.nbchat-md .nbchat-approval code{white-space:pre-wrap!important;
+ overflow-wrap:anywhere!important;word-break:break-all!important;overflow-x:visible!important}
+.nbchat-md pre.nbchat-lines{counter-reset:nbchat-line;padding-left:3.6em}
+.nbchat-md .nbchat-lines .nbchat-line{display:block;counter-increment:nbchat-line;
+ position:relative;min-height:1.2em}
+.nbchat-md .nbchat-lines .nbchat-line::before{content:counter(nbchat-line);position:absolute;
+ left:-3.3em;width:2.6em;text-align:right;color:var(--jp-ui-font-color3,#999);
+ user-select:none}
 </style>"""
+
+
+# MathJax typesets only the math spans the renderer made (each clipped to its own box),
+# never the rest of an output: text quoted from the model cannot become a painted box.
+ROOT_CLASSES = "nbchat-md mathjax_ignore tex2jax_ignore"
+MATH_CLASSES = "math mathjax_process tex2jax_process"
 
 
 class SafeHTML(str):
@@ -139,11 +168,11 @@ def _cell_open(_renderer, tokens, index, options, env):
 
 
 def _math_inline(_renderer, tokens, index, options, env):
-    return f'<span class="math">${escapeHtml(tokens[index].content)}$</span>'
+    return f'<span class="{MATH_CLASSES}">${escapeHtml(tokens[index].content)}$</span>'
 
 
 def _math_block(_renderer, tokens, index, options, env):
-    return f'<div class="math">$${escapeHtml(tokens[index].content)}$$</div>\n'
+    return f'<div class="{MATH_CLASSES}">$${escapeHtml(tokens[index].content)}$$</div>\n'
 
 
 @functools.lru_cache(maxsize=1)
@@ -249,8 +278,8 @@ def element(tag: str, body: SafeHTML | str = "", *, cls: str | None = None) -> S
 
 
 def code_inline(value: str) -> SafeHTML:
-    """``value`` as inline code, escaped."""
-    return SafeHTML(f"<code>{html.escape(str(value))}</code>")
+    """``value`` as inline code, escaped, its hidden characters marked."""
+    return SafeHTML(f"<code>{marked(value)}</code>")
 
 
 def table(head: Iterable[str], rows: Iterable[Iterable[SafeHTML | str]]) -> SafeHTML:
@@ -265,13 +294,84 @@ def table(head: Iterable[str], rows: Iterable[Iterable[SafeHTML | str]]) -> Safe
 
 
 def code(source: str, language: str | None = "python") -> SafeHTML:
-    """``source`` highlighted and escaped, every line shown (no wrapping inside names)."""
+    """``source`` highlighted and escaped, every line shown, hidden characters marked.
+
+    A character that draws nothing or reorders the text around it (see
+    :func:`approval`) is drawn as its escape in a marked span, so what a
+    person reads, copies or inserts is what the code holds.
+    """
+    return SafeHTML(f'<pre class="nbchat-code"><code>{_highlighted(source, language)}</code></pre>\n')
+
+
+def _highlighted(source: str, language: str | None) -> str:
+    """``source`` as highlighted HTML, its hidden characters marked where they stood."""
     try:
         lexer = get_lexer_by_name(language or "text", stripnl=False, ensurenl=False)
     except ClassNotFound:
         lexer = get_lexer_by_name("text", stripnl=False, ensurenl=False)
-    body = highlight(source, lexer, _formatter())
-    return SafeHTML(f'<pre class="nbchat-code"><code>{body}</code></pre>\n')
+    marked, hidden = _stand_in(source)
+    body = highlight(marked, lexer, _formatter())
+    return _mark(body, hidden) if hidden else body
+
+
+_TRAILING_BREAKS = re.compile(r"(?:\r?\n)+\Z")
+_STAND_IN = "\ufdd0"  # a noncharacter, itself hidden: the source never holds it unmarked
+
+
+def _stand_in(source: str) -> tuple[str, list[str]]:
+    """``source`` with each hidden character replaced by the stand-in, and the characters."""
+    hidden: list[str] = []
+    parts = []
+    for run, is_hidden in _visible.split_hidden(source):
+        if is_hidden:
+            hidden.append(run)
+            parts.append(_STAND_IN)
+        else:
+            parts.append(run)
+    return "".join(parts), hidden
+
+
+def _mark(body: str, hidden: list[str]) -> str:
+    chars = iter(hidden)
+    return re.sub(_STAND_IN, lambda _: _hidden_span(next(chars)), body)
+
+
+def _hidden_span(char: str) -> str:
+    return f'<span class="nbchat-hidden">{html.escape(_visible.escape(char))}</span>'
+
+
+def marked(value: str) -> SafeHTML:
+    """``value`` as escaped text with its hidden characters marked (a question awaiting a yes)."""
+    return SafeHTML("".join(_hidden_span(run) if is_hidden else html.escape(run)
+                            for run, is_hidden in _visible.split_hidden(str(value))))
+
+
+def approval(source: str, language: str | None = "python", *, what: str = "This code",
+             note: str = "") -> SafeHTML:
+    """Code or arguments awaiting a yes, drawn so that what is seen is what runs.
+
+    Every line numbered and wrapped (nothing runs off the edge), hidden
+    characters marked with a warning line naming them, nothing typeset as
+    math (``note``, the reason, is often quoted from the code), and nothing
+    inside able to paint outside its box.
+    """
+    source = _TRAILING_BREAKS.sub("", source)
+    lines = _highlighted(source, language).rstrip("\n").split("\n")
+    # Each line a block of its own, its newline kept inside so copied text keeps it.
+    numbered = "\n".join(f'<span class="nbchat-line">{line}' for line in lines).replace(
+        "\n", "\n</span>") + "</span>"
+    parts = [SafeHTML(f'<pre class="nbchat-code nbchat-lines"><code>{numbered}</code></pre>\n')]
+    warning = _visible.summary(source, what=what)
+    if warning:
+        parts.append(text(f"{MARK_PROBLEM} {warning}", cls="nbchat-warning", block=True))
+    if note:
+        parts.append(element("p", marked(note), cls="nbchat-dim"))
+    return element("div", join(parts), cls="nbchat-approval mathjax_ignore tex2jax_ignore")
+
+
+def hidden_summary(source: str, *, what: str = "This code", escaped: bool = False) -> str:
+    """The warning line :func:`approval` shows for ``source``, as text; "" if it has none."""
+    return _visible.summary(source, what=what, escaped=escaped)
 
 
 @functools.lru_cache(maxsize=1)
@@ -302,12 +402,16 @@ def styled(body: SafeHTML) -> str:
     """``body`` with the stylesheet its pieces need: what an HTML widget's value is set to."""
     if not isinstance(body, SafeHTML):
         raise TypeError("styled takes HTML made by nbchat.base.markup")
-    return f'{STYLE}<div class="nbchat-md">{body}</div>' if body else ""
+    return f'{STYLE}<div class="{ROOT_CLASSES}">{body}</div>' if body else ""
 
 
 def bundle(body: SafeHTML, plain: str) -> dict[str, str]:
-    """What a display shows: ``body`` as HTML (with our stylesheet) and ``plain`` as text."""
-    return {"text/html": styled(body) or "", "text/plain": plain}
+    """What a display shows: ``body`` as HTML (with our stylesheet) and ``plain`` as text.
+
+    ``plain`` is what terminals, consoles and diffs show: its control
+    characters are written as escapes (:func:`for_terminal`).
+    """
+    return {"text/html": styled(body) or "", "text/plain": for_terminal(plain)}
 
 
 # ---------------------------------------------------------------- Markdown files
@@ -326,19 +430,22 @@ def fence(body: str, info: str = "") -> str:
 
 
 def escape_inline(value: str) -> str:
-    """``value`` as one line of Markdown that renders as exactly that text."""
-    return _INLINE_SPECIAL.sub(r"\\\1", " ".join(str(value).split()))
+    """``value`` as one line of Markdown that renders as exactly that text (controls escaped)."""
+    return _INLINE_SPECIAL.sub(r"\\\1", " ".join(for_terminal(str(value)).split()))
 
 
 def markdown_source(source: str) -> str:
     """Model Markdown for a file: the same Markdown, its raw HTML shown as text.
 
     ``<`` outside code becomes ``&lt;``; if the parser still finds raw HTML
-    (an edge of the code-span rules), every ``<`` is escaped instead.
+    (an edge of the code-span rules), every ``<`` is escaped instead. Control
+    characters are written as escapes (:func:`for_terminal`): a file is read
+    in terminals too.
     """
+    source = for_terminal(_newlines(source))
     defanged = _defang(source)
     if _has_raw_html(defanged):
-        defanged = _newlines(source).replace("&", "&amp;").replace("<", "&lt;")
+        defanged = source.replace("&", "&amp;").replace("<", "&lt;")
     return defanged
 
 

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import _visible
+
 
 class RecordError(ValueError):
     """A record read back from a store or the wire is not one nbchat wrote."""
@@ -161,16 +163,32 @@ class PendingCall:
         return ToolCall(self.call_id, self.tool, json.dumps(self.arguments))
 
     @property
+    def shows_arguments(self) -> bool:
+        """Whether the prompt shows the call's whole arguments (an MCP tool's, say)."""
+        return self.prompt.extra.get("view") == "arguments"
+
+    @property
+    def arguments_text(self) -> str:
+        """The arguments as a prompt shows them, every character: what the call is sent."""
+        return json.dumps(self.arguments, indent=2, ensure_ascii=False)
+
+    @property
     def question(self) -> str:
-        """The question with its options, as plain text (for terminals and logs)."""
+        """The question with its options, as plain text (for terminals and logs).
+
+        Safe to print: the model's text has its control characters written as
+        escapes, and code or arguments awaiting a yes are shown whole, every
+        hidden character as its escape, with a line naming them.
+        """
         prompt = self.prompt
-        text = " ".join(prompt.question.split()) or self.tool
+        text = _visible.for_terminal(" ".join(prompt.question.split())) or self.tool
         if prompt.kind == "code":  # the person must see the code to answer
-            lines = str(self.arguments.get("code", "")).split("\n")
-            code = "\n".join("      " + line for line in lines)
+            code = _indented(str(self.arguments.get("code", "")), "This code")
             return f"{text}\n{code}\n   (run, reject: WHY, or edit: NEW CODE)"
+        if self.shows_arguments:
+            text += f"\n{_indented(self.arguments_text, 'These arguments')}\n  "
         if prompt.options:
-            text += f" (one of: {', '.join(prompt.options)})"
+            text += f" (one of: {', '.join(_visible.for_terminal(o) for o in prompt.options)})"
         elif prompt.kind == "confirm":
             text += " (yes or no)"
         return text
@@ -234,6 +252,14 @@ class AnsweredCall:
             call_id, tool, str(data.get("question") or ""), data.get("answer"),
             str(data.get("by") or ""), float(at) if isinstance(at, int | float) else 0.0,
         )  # fmt: skip
+
+
+def _indented(source: str, what: str) -> str:
+    """``source`` indented under a question, hidden characters as escapes, then a warning."""
+    lines = _visible.escape_hidden(source.rstrip("\n")).split("\n")
+    shown = "\n".join("      " + line for line in lines)
+    warning = _visible.summary(source, what=what)
+    return f"{shown}\n   ‼ {warning}" if warning else shown
 
 
 def _mapping(value: object, what: str) -> Mapping[str, Any]:

@@ -23,7 +23,9 @@ False
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from ..base.policy import APPROVALS as APPROVALS
 from ..base.policy import Approval as Approval
 from ..base.policy import check_approval as check_approval
+from ..base._visible import hidden_in, name
 from ..base.policy import effective_approval
 from ..base.policy import max_approval as max_approval
 from ._check import reasons_in
@@ -70,6 +73,8 @@ def classify(
 
 
 def _classify(code: str, namespace: Mapping[str, object] | None) -> Risk:
+    if next(hidden_in(code), None) is not None:
+        return Risk(("holds characters that draw nothing or reorder the text around them",))
     shell = [line.strip() for line in code.splitlines() if _SHELL_LINE.match(line)]
     if shell:
         return Risk(tuple(f"runs an IPython shell or magic line: {line[:60]}" for line in shell))
@@ -97,3 +102,42 @@ def needs_approval(
     if policy == "risky":
         return classify(code, namespace, transform).is_risky
     return False
+
+
+_LITERALS = frozenset(
+    {tokenize.STRING, tokenize.COMMENT} | {getattr(tokenize, kind) for kind in
+                                           ("FSTRING_MIDDLE", "TSTRING_MIDDLE")
+                                           if hasattr(tokenize, kind)}
+)
+
+
+def hidden_outside_literals(code: str) -> list[str]:
+    """Each hidden character of ``code`` outside a string or a comment, as ``U+… on line N``.
+
+    Inside a literal such a character changes a value (the prompt marks it);
+    anywhere else it changes what the code does while drawing nothing, so the
+    code must not run as it is. Code that does not tokenize counts as outside.
+    """
+    found = list(hidden_in(code))
+    if not found:
+        return []
+    inside = _literal_spans(code)
+    return [
+        f"{name(char)} on line {line}" for offset, line, char in found
+        if inside is None or not any(start <= offset < end for start, end in inside)
+    ]
+
+
+def _literal_spans(code: str) -> list[tuple[int, int]] | None:
+    starts = [0]
+    for line in io.StringIO(code).readlines():
+        starts.append(starts[-1] + len(line))
+    spans = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type in _LITERALS:
+                (row, col), (end_row, end_col) = token.start, token.end
+                spans.append((starts[row - 1] + col, starts[end_row - 1] + end_col))
+    except (tokenize.TokenError, SyntaxError, IndexError):
+        return None
+    return spans

@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from ..base._secrets import scrub
+from ..base._visible import hidden_in
 from ..base.errors import InvalidToolAnswer
 from ..base.events import RanCode
 from ..base.markup import fence
 from ..base.policy import effective_approval
 from ..tools import ClientTool
-from ._risk import Risk, classify, needs_approval
+from ._risk import Risk, classify, hidden_outside_literals, needs_approval
 
 Action = Literal["run", "edit", "reject"]
 class Outcome(Protocol):
@@ -157,9 +158,21 @@ class RunCode(ClientTool):
         code = str(arguments.get("code", ""))
         asks = needs_approval(code, self.approval, namespace=self.namespace,
                               transform=self.transform)  # the cap as it was at import wins
-        return None if asks else "run"
+        # Code that holds characters drawn as nothing asks under every policy.
+        return None if asks or next(hidden_in(code), None) is not None else "run"
 
     def parse_response(self, arguments: dict[str, Any], response: object) -> CodeDecision:
+        decision = self._decision(arguments, response)
+        hidden = hidden_outside_literals(decision.code) if decision.action != "reject" else []
+        if hidden:
+            raise InvalidToolAnswer(
+                "this code holds characters that draw nothing or reorder the text outside "
+                f"its strings and comments ({'; '.join(hidden[:3])}), so it does not run as it "
+                "is; Edit it (the editor shows each as its escape) or Reject it"
+            )
+        return decision
+
+    def _decision(self, arguments: dict[str, Any], response: object) -> CodeDecision:
         offered = str(arguments["code"])
         if isinstance(response, bool):
             return CodeDecision("run", offered) if response else CodeDecision("reject")

@@ -104,12 +104,20 @@ def interpolated(shell: Any, text: str) -> str:
 
 
 def code_to_next_cell(shell: Any, text: str) -> None:
-    """Put the first code block of ``text`` into a new cell below (``--code``)."""
+    """Put the first code block of ``text`` into a new cell below (``--code``).
+
+    Characters that draw nothing or reorder the text go in as their escapes,
+    and a note names them: the cell holds what the editor draws.
+    """
     match = _FENCE.search(text)
     if match is None:
         notify("the answer has no code block; no cell added")
     elif shell is not None:
-        shell.set_next_input(match.group(1).rstrip("\n"), replace=False)
+        code = match.group(1).rstrip("\n")
+        warning = markup.hidden_summary(code, what="The answer's code", escaped=True)
+        if warning:
+            notify(f"{markup.MARK_PROBLEM} {warning}")
+        shell.set_next_input(markup.escape_hidden(code), replace=False)
 
 
 def project_instructions(setting: str | None) -> Any:

@@ -30,6 +30,7 @@ from ..base.events import (
     TurnFinished,
     TurnStarted,
 )
+from ..base._visible import TerminalStream
 from ._views import reasoning_html
 
 if TYPE_CHECKING:
@@ -243,11 +244,16 @@ class DisplaySink(Sink):
 
 
 class TextSink(Sink):
-    """Plain text on stdout, as it arrives (terminal IPython, scripts)."""
+    """Plain text on stdout, as it arrives (terminal IPython, scripts).
+
+    Everything it prints from the model or an endpoint has its control
+    characters written as escapes: a terminal must not obey them.
+    """
 
     def __init__(self) -> None:
         self.at_line_start = True
         self.in_reasoning = False
+        self.stream = TerminalStream()
 
     def text(self, turn: TurnView, text: str) -> None:
         if self.in_reasoning:  # the answer starts below the thinking
@@ -256,6 +262,7 @@ class TextSink(Sink):
             print(flush=True)
         if self.at_line_start and text.startswith("\n\n"):
             text = text[1:]  # after a tool's line, a paragraph break is one blank line
+        text = self.stream.feed(text)
         sys.stdout.write(text)
         sys.stdout.flush()
         self.at_line_start = text.endswith("\n")
@@ -263,7 +270,7 @@ class TextSink(Sink):
     def reasoning(self, turn: TurnView, text: str) -> None:
         """Thinking as plain indented text, above the answer."""
         self.in_reasoning = True
-        indented = text.replace("\n", "\n" + REASONING_INDENT)
+        indented = self.stream.feed(text).replace("\n", "\n" + REASONING_INDENT)
         if self.at_line_start:
             indented = REASONING_INDENT + indented
         sys.stdout.write(indented)
@@ -276,18 +283,19 @@ class TextSink(Sink):
         if done:  # a terminal can't rewrite a line: print each tool's outcome once
             self._newline()
             if isinstance(shown, RanCode):
-                print(f"{markup.MARK_TOOL} {shown}", flush=True)
+                print(markup.for_terminal(f"{markup.MARK_TOOL} {shown}"), flush=True)
             else:
-                print(line, flush=True)
+                print(markup.for_terminal(line), flush=True)
                 if shown:
-                    print(shown.rstrip(), flush=True)
+                    print(markup.for_terminal(shown.rstrip()), flush=True)
 
     def final(self, turn: TurnView, metadata: dict[str, Any], *, show_error: bool) -> None:
+        sys.stdout.write(self.stream.close())
         self._newline()
         note = status_note(turn, show_error)
         if note:
             stream = sys.stderr if turn.status == "failed" else sys.stdout
-            print(note[1], file=stream, flush=True)
+            print(markup.for_terminal(note[1]), file=stream, flush=True)
         window = _window_note(turn)
         if window:
             print(window[1], flush=True)

@@ -85,12 +85,13 @@ class ToolPrompt(widgets.VBox):
         _LIVE_PROMPTS[self._key] = self
 
     def __repr__(self) -> str:
+        question = markup.for_terminal(self.question)
         if self.is_answered:
-            return f"{self.question} → {_shown(self.answer)}"
+            return f"{question} → {markup.for_terminal(_shown(self.answer))}"
         if self.buttons and self.submit_button is None:
             choices = " / ".join(button.description for button in self.buttons)
-            return f"{self.question} [{choices}]"
-        return f"{self.question} [type an answer]"
+            return markup.for_terminal(f"{question} [{choices}]")
+        return f"{question} [type an answer]"
 
     @property
     def error(self) -> str:
@@ -160,9 +161,12 @@ class ToolPrompt(widgets.VBox):
         children: list[widgets.Widget] = []
         if prompt.kind == "code":
             children.append(_safe_output(self._code_view(prompt)))
+        elif self.call.shows_arguments:
+            children.append(_safe_output(self._arguments_view(prompt)))
         elif prompt.markdown:
             children.append(_safe_output(markup.markdown(str(prompt.markdown))))
-        children.append(widgets.HTML(markup.styled(markup.element("b", self.question))))
+        children.append(widgets.HTML(markup.styled(markup.element("b", markup.marked(
+            self.question)))))
         if self.kind == "choice" and prompt.options:
             children.append(self._choice_controls(list(prompt.options)))
         elif self.kind == "confirm":
@@ -184,10 +188,13 @@ class ToolPrompt(widgets.VBox):
         why = ("It needs your yes because it " + "; ".join(risks) + "." if risks else
                "Your approval policy asks before any code runs.")
         lines = self.code.rstrip("\n").count("\n") + 1
-        return markup.join([
-            markup.code(self.code, "python"),
-            markup.text(f"{lines} line{'s' * (lines != 1)} · {why}", cls="nbchat-dim", block=True),
-        ])
+        return markup.approval(self.code, "python", note=f"{lines} line{'s' * (lines != 1)} · {why}")
+
+    def _arguments_view(self, prompt: Prompt) -> markup.SafeHTML:
+        """The call's whole arguments, as the call is sent them, and why it needs a yes."""
+        asks = str(prompt.extra.get("asks") or "your approval settings ask before this call")
+        return markup.approval(self.call.arguments_text, "json", what="These arguments",
+                               note=f"With these arguments. It asks because {asks}.")
 
     def _choice_controls(self, options: list[str]) -> widgets.Widget:
         self.buttons = tuple(_button(option) for option in options)
@@ -218,8 +225,9 @@ class ToolPrompt(widgets.VBox):
         run, edit = _button("Run", icon="play", button_style="primary"), _button("Edit")
         reject = _button("Reject", icon="times")
         self.reason_box = widgets.Text(placeholder="why not (optional)")
+        # The editor holds what it draws: hidden characters as their escapes.
         self.editor = widgets.Textarea(
-            code, rows=min(20, code.count("\n") + 2),
+            markup.escape_hidden(code), rows=min(20, code.count("\n") + 2),
             layout=widgets.Layout(width="min(100%, 48em)", display="none"),
         )  # fmt: skip
         self.run_edited = _button("Run edited", icon="play", button_style="primary")

@@ -347,7 +347,7 @@ class ChatMagics(Magics):
         try:
             result = self._run(line, cell)
         except NbchatError as err:
-            raise UsageError(str(err)) from err
+            raise UsageError(markup.for_terminal(str(err))) from err
         finally:
             self._use_agent = False
         if result is not None and detect_mode() == "text" and echoed(self.shell):
@@ -565,7 +565,7 @@ class ChatMagics(Magics):
         if text:
             raise UsageError("--mcp before a question names the servers to use, or off: "
                              "%chat --mcp files QUESTION; alone it lists them")
-        print(overview())
+        print(markup.for_terminal(overview()))
 
     def _cmd_key(self, opts: Any, text: str) -> None:
         """Ask for the endpoint's key at a hidden prompt; keep it in this process only."""

@@ -270,7 +270,7 @@ def answer_hints(pending: Iterable[PendingCall]) -> list[str]:
     lines = []
     for call in calls:
         which = f"{call.call_id} " if len(calls) > 1 else ""
-        lines.append(f"{markup.MARK_QUESTION} {call.tool}: {call.question}")
+        lines.append(f"{markup.MARK_QUESTION} {markup.for_terminal(call.tool)}: {call.question}")
         lines.append(f"   answer with: %chat -t {call.thread_id} --answer {which}VALUE")
     return lines
 

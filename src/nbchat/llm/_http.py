@@ -25,6 +25,7 @@ from collections.abc import Callable, Collection, Iterator
 import httpx
 
 from ..base._secrets import REDACTED, redact_url, remember, scrub
+from ..base._visible import for_terminal
 from ..base.config import ENV_AZURE_AD_TOKEN, Settings
 from ..base.errors import (
     AuthenticationError,
@@ -232,10 +233,13 @@ def _transport_error(url: str, exc: httpx.HTTPError) -> LLMError:
 
 
 def _read_detail(response: httpx.Response, detail: Callable[[bytes], str]) -> str:
-    """The error body of a failed ``response``, read, closed and redacted."""
+    """The error body of a failed ``response``, read, closed, redacted, its controls escaped.
+
+    It becomes an error message, which terminals and stream outputs print.
+    """
     body = response.read()
     response.close()
-    return redact(detail(body))
+    return for_terminal(redact(detail(body)))
 
 
 def _number(pattern: re.Pattern[str], detail: str) -> int | None:

@@ -22,7 +22,6 @@ from ..base._notices import notify
 from ..base._secrets import scrub
 from ..base.content import CHARS_PER_TOKEN
 from ..base.errors import ConfigError, InputError, InvalidToolAnswer, McpServerError
-from ..base.markup import fence
 from ..tools import ClientTool
 from ..tools._arguments import schema_problem
 from ._config import McpConfig, ServerConfig, load_config
@@ -30,7 +29,6 @@ from .servers import McpResult, SessionServers, ToolInfo, session_servers
 
 RESULT_BUDGET = 1500  # tokens of a result the model reads, as for run_code's output
 MAX_DESCRIPTION = 1024
-MAX_BRIEF = 300  # characters of the arguments in the prompt's question (all in its markdown)
 _RUN = frozenset({"run", "yes", "y", "true", "ok"})
 _REJECT = frozenset({"reject", "no", "n", "false"})
 Selection = bool | str | Iterable[str] | None
@@ -70,16 +68,15 @@ class McpTool(ClientTool):
         return None if self.asks else "run"
 
     def prompt(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        shown = json.dumps(arguments, indent=2, ensure_ascii=False)
-        brief = json.dumps(arguments, ensure_ascii=False)
-        brief = brief if len(brief) <= MAX_BRIEF else brief[: MAX_BRIEF - 1] + "…"
+        # The arguments themselves are not copied here: every front end shows the
+        # pending call's own, whole (PendingCall.arguments_text), the ones Run sends.
         return {
             "kind": "choice",
             "question": f"Run tool {self.info.name!r} of MCP server {self.server.name!r} "
-                        f"with {brief}?",
+                        "with the arguments shown?",
             "options": ["Run", "Reject"],
-            "markdown": f"With these arguments:\n\n{fence(shown, 'json')}\n\n"
-                        f"It asks because {self.asks}.",
+            "view": "arguments",
+            "asks": self.asks,
         }  # fmt: skip
 
     def parse_response(self, arguments: dict[str, Any], response: object) -> str:
