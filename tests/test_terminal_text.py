@@ -18,7 +18,6 @@ import select
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 

@@ -33,7 +33,7 @@ TROJAN = (
 # both boxes, typeset, would be painted over the code lines.
 BOX = r"\smash{\color{white}{\rule{60em}{4.6em}}}"
 PAINTED = f'!echo ${BOX}$\nopen("covered.txt", "w").write("x")\nprint("harmless")'
-ANSWER_MATH = rf"Here $x^2$ and $\smash{{\lower{{2em}}{{\color{{white}}{{\rule{{60em}}{{20em}}}}}}}}$"
+ANSWER_MATH = r"Here $x^2$ and $\smash{\lower{2em}{\color{white}{\rule{60em}{20em}}}}$"
 LONG = 'x = "' + "a" * 300 + '";open("far.txt", "w")'
 
 # For each drawn line of a code block: is the element at its first character inside it?
@@ -60,7 +60,10 @@ HIT_TEST = """(pre) => {
 VISIBLE = """(pre, needle) => {
   const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
   let all = "", nodes = [];
-  for (let n = walker.nextNode(); n; n = walker.nextNode()) { nodes.push([n, all.length]); all += n.nodeValue; }
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    nodes.push([n, all.length]);
+    all += n.nodeValue;
+  }
   const at = all.indexOf(needle);
   const [node, start] = nodes.filter(([n, s]) => s <= at).pop();
   const range = document.createRange();
@@ -116,10 +119,13 @@ def _checks_wraps(out: Locator) -> None:
     assert where["edgeLeft"] <= where["left"] and where["right"] <= where["edgeRight"], where
 
 
+CASES = {"hidden": (TROJAN, _checks_hidden), "math": (PAINTED, _checks_nothing_paints_over),
+         "long line": (LONG, _checks_wraps)}
+
+
 @pytest.mark.parametrize("case", ["hidden", "math", "long line"])
 def test_a_code_prompt_in_a_cell_draws_what_runs(notebook, scripted_server, tmp_path, case):
-    code, check = {"hidden": (TROJAN, _checks_hidden), "math": (PAINTED, _checks_nothing_paints_over),
-                   "long line": (LONG, _checks_wraps)}[case]
+    code, check = CASES[case]
     _ask(scripted_server, code, "To check the mode.", ANSWER_MATH if case == "math" else "")
     setup = SETUP.format(url=scripted_server.url, store=str(tmp_path / "store"))
     nb = notebook([setup, "%chat --agent please run it"])
@@ -137,8 +143,7 @@ def test_a_code_prompt_in_a_cell_draws_what_runs(notebook, scripted_server, tmp_
 
 @pytest.mark.parametrize("case", ["hidden", "math", "long line"])
 def test_the_same_prompt_in_the_panel_draws_what_runs(notebook, scripted_server, tmp_path, case):
-    code, check = {"hidden": (TROJAN, _checks_hidden), "math": (PAINTED, _checks_nothing_paints_over),
-                   "long line": (LONG, _checks_wraps)}[case]
+    code, check = CASES[case]
     _ask(scripted_server, code, "To check the mode.", ANSWER_MATH if case == "math" else "")
     setup = SETUP.format(url=scripted_server.url, store=str(tmp_path / "store"))
     nb = notebook([setup, "%chat --agent --no-stream please run it", "%chat --panel"])

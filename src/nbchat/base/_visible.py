@@ -62,7 +62,7 @@ def hidden_in(text: str) -> Iterator[tuple[int, int, str]]:
 
 
 def escape(char: str) -> str:
-    """``char`` as Python writes it in a string: ``\\r``, ``\\x1b``, ``\\u202e``, ``\\U000e0041``."""
+    """``char`` as Python writes it in a string: ``\\r``, ``\\x1b``, ``\\u202e``, ``\\U…``."""
     point = ord(char)
     if char in "\r\t\n":
         return {"\r": "\\r", "\t": "\\t", "\n": "\\n"}[char]
@@ -102,8 +102,8 @@ def summary(text: str, *, what: str = "This code", escaped: bool = False) -> str
     ``escaped``: the text is kept with the escapes in place of the characters
     (a cell ``--code`` fills, an editor), not with the characters themselves.
 
-    >>> summary("a = 1\\nb = '\\u200b'").partition(": ")[2]
-    'U+200B ZERO WIDTH SPACE on line 2. It is shown as its escape (\\\\u200b); what runs holds the character itself.'
+    >>> summary("a = 1\\nb = '\\u200b'").partition(": ")[2].partition(";")[0]
+    'U+200B ZERO WIDTH SPACE on line 2. It is shown as its escape (\\\\u200b)'
     """
     found = list(hidden_in(text))
     if not found:

@@ -89,11 +89,12 @@ ALIGN = {"th": {"align": {"left", "right", "center"}}, "td": {"align": {"left", 
 URL_SCHEMES = frozenset({"http", "https", "mailto"})
 _TOKEN_CLASSES = frozenset(c for c in STANDARD_TYPES.values() if c)
 CLASSES = {
-    "span": _TOKEN_CLASSES | {"math", "mathjax_process", "tex2jax_process", "nbchat-dim", "nbchat-error", "nbchat-ok", "nbchat-name",
-                              "nbchat-hidden", "nbchat-line"},
-    "div": frozenset({"math", "mathjax_process", "tex2jax_process", "nbchat-answer", "nbchat-block", "nbchat-note", "nbchat-tool",
-                      "nbchat-error", "nbchat-reason", "nbchat-approval", "mathjax_ignore",
-                      "tex2jax_ignore"}),
+    "span": _TOKEN_CLASSES | {"math", "mathjax_process", "tex2jax_process", "nbchat-dim",
+                              "nbchat-error", "nbchat-ok", "nbchat-name", "nbchat-hidden",
+                              "nbchat-line"},
+    "div": frozenset({"math", "mathjax_process", "tex2jax_process", "nbchat-answer",
+                      "nbchat-block", "nbchat-note", "nbchat-tool", "nbchat-error",
+                      "nbchat-reason", "nbchat-approval", "mathjax_ignore", "tex2jax_ignore"}),
     "pre": frozenset({"nbchat-code", "nbchat-lines"}),
     "p": frozenset({"nbchat-note", "nbchat-error", "nbchat-dim", "nbchat-warning"}),
     "details": frozenset({"nbchat-reasoning", "nbchat-ran"}),
@@ -300,7 +301,8 @@ def code(source: str, language: str | None = "python") -> SafeHTML:
     :func:`approval`) is drawn as its escape in a marked span, so what a
     person reads, copies or inserts is what the code holds.
     """
-    return SafeHTML(f'<pre class="nbchat-code"><code>{_highlighted(source, language)}</code></pre>\n')
+    body = _highlighted(source, language)
+    return SafeHTML(f'<pre class="nbchat-code"><code>{body}</code></pre>\n')
 
 
 def _highlighted(source: str, language: str | None) -> str:

@@ -29,12 +29,13 @@ import tokenize
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from ..base._visible import hidden_in, name
+
 # The approval policy itself lives in nbchat.base.policy, the administrator's module;
 # the names other than effective_approval stay importable from here.
 from ..base.policy import APPROVALS as APPROVALS
 from ..base.policy import Approval as Approval
 from ..base.policy import check_approval as check_approval
-from ..base._visible import hidden_in, name
 from ..base.policy import effective_approval
 from ..base.policy import max_approval as max_approval
 from ._check import reasons_in

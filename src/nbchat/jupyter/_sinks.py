@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.display import DisplayHandle, display
 
 from ..base import markup
+from ..base._visible import TerminalStream
 from ..base.errors import NbchatError
 from ..base.events import (
     ContextWindowed,
@@ -30,7 +31,6 @@ from ..base.events import (
     TurnFinished,
     TurnStarted,
 )
-from ..base._visible import TerminalStream
 from ._views import reasoning_html
 
 if TYPE_CHECKING:

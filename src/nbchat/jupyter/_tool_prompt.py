@@ -188,7 +188,8 @@ class ToolPrompt(widgets.VBox):
         why = ("It needs your yes because it " + "; ".join(risks) + "." if risks else
                "Your approval policy asks before any code runs.")
         lines = self.code.rstrip("\n").count("\n") + 1
-        return markup.approval(self.code, "python", note=f"{lines} line{'s' * (lines != 1)} · {why}")
+        note = f"{lines} line{'s' * (lines != 1)} · {why}"
+        return markup.approval(self.code, "python", note=note)
 
     def _arguments_view(self, prompt: Prompt) -> markup.SafeHTML:
         """The call's whole arguments, as the call is sent them, and why it needs a yes."""
