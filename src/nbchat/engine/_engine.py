@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..base._secrets import remember
+from ..base._secrets import Scrubbed, remember
 from ..base.config import ENV_TOOLLESS_MODELS, Settings, resolve
 from ..base.errors import InputError, NbchatError
 from ..base.options import Options, check_options, env_options, merge_options
@@ -27,8 +27,10 @@ from ..store.base import Thread, Turn
 from ..tools import BUILTIN_CLIENT_TOOLS, ClientTool, Toolbox, ToolContext
 from ._answer import Answer
 from ._endings import fit_history, refit_history, request_tokens
+from ._preview import Preview, Sources, preview_of
 from ._recorders import HistoryRecorder
-from ._turn import NullRecorder, TurnSpec, run_turn
+from ._turn import NullRecorder, TurnSpec, round_request, run_turn
+from ._usage import Price, prices_from_env
 from .history import ChatHistory
 
 
@@ -69,6 +71,7 @@ class _Engine:
         self.max_tool_rounds = max_tool_rounds
         self.mcp = mcp
         self.instructions = ""  # project instructions added to every turn's system prompt
+        self.prices: Mapping[str, Price] | None = None  # None: NBCHAT_PRICES
         self._llm: LLMClient | None = None
 
     @property
@@ -171,6 +174,21 @@ class _Engine:
             max_rounds=self.max_tool_rounds, calibrate=calibrate if size else None, **fields,
         )  # fmt: skip
         return spec
+
+    def price(self, model: str) -> Price | None:
+        """The configured price of ``model`` (``prices``, else ``NBCHAT_PRICES``), if any."""
+        prices = prices_from_env() if self.prices is None else self.prices
+        return prices.get(model)
+
+    def _preview(
+        self, spec: TurnSpec, sources: Sources, noted: Sequence[Scrubbed] = ()
+    ) -> Preview:
+        """The preview of the request the turn ``spec`` would send first."""
+        sent = round_request(spec)
+        request = self.llm.request(sent.messages, model=spec.model, tools=sent.tools,
+                                   options=sent.options)  # fmt: skip
+        return preview_of(spec, request, self.llm.settings.provider,
+                          sources, self.price(request.model), noted)  # fmt: skip
 
     def _history_turn(
         self,

@@ -100,6 +100,23 @@ class TurnSpec:
     stop: StopSignal | None = None  # set from another thread: the turn ends as interrupted
 
 
+@dataclass(frozen=True)
+class RoundRequest:
+    """What one round of a turn asks the endpoint with: messages, tool schemas, options."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+    options: Mapping[str, Any]
+
+
+def round_request(spec: TurnSpec, round_number: int = 0) -> RoundRequest:
+    """The request of round ``round_number`` of the turn ``spec`` describes (its first: 0)."""
+    tools = spec.toolbox.schemas() if round_number < spec.max_rounds else None
+    options = spec.options if round_number == 0 else _unforced(spec.options)
+    sent = wire_messages(spec.context.system, [*spec.context, *spec.messages])
+    return RoundRequest(sent, tools, options)
+
+
 def run_turn(spec: TurnSpec) -> Iterator[Event]:
     """Events of one turn, from the first request to finished, suspended or failed."""
     yield from _Turn(spec).run()  # begun when iterated, as the turn's clock is
@@ -205,14 +222,13 @@ class _Turn:
         """The reply's events, its text and calls kept; the text checkpointed now and then."""
         spec, parts = self.spec, self.parts
         separate = bool(parts)  # rounds of text are paragraphs of one answer
-        tools = spec.toolbox.schemas() if round_number < spec.max_rounds else None
-        options = spec.options if round_number == 0 else _unforced(spec.options)
         monotonic, add_text = time.monotonic, parts.append  # once, not per chunk
         next_checkpoint = monotonic() + CHECKPOINT_SECONDS
-        sent = wire_messages(spec.context.system, [*spec.context, *spec.messages])
+        sent = round_request(spec, round_number)
         for event in spec.llm.stream(
-            sent, model=spec.model, tools=tools, options=options, stop=spec.stop
-        ):
+            sent.messages, model=spec.model, tools=sent.tools, options=sent.options,
+            stop=spec.stop,
+        ):  # fmt: skip
             if type(event) is TextDelta:
                 if separate:
                     separate = False

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from ..base._secrets import Scrubbed, noting_scrubs
 from ..base.errors import InputError
 from ..base.events import (
     Event,
@@ -47,6 +49,7 @@ from . import _pending
 from ._answer import Answer, AnswerText
 from ._engine import _Engine, check_text, check_tool_choice, provider_only, thread_options
 from ._pending import ACTING_OUTPUT
+from ._preview import Preview, Sources
 from ._recorders import HistoryRecorder, ThreadRecorder
 from ._scripts import LLM
 from ._title_workers import (
@@ -60,7 +63,7 @@ from ._title_workers import (
     ask_title,
 )
 from ._titles import question_title
-from ._turn import run_turn
+from ._turn import NullRecorder, run_turn
 from .history import ChatHistory
 
 __all__ = [
@@ -68,6 +71,14 @@ __all__ = [
     "TITLE_SECONDS", "TITLE_WAIT", "Answer", "AnswerText", "Chat", "HistoryRecorder",
     "ThreadRecorder",
 ]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """The model and the options a question goes with."""
+
+    model: str
+    options: Options
 
 
 class Chat(_Engine):
@@ -309,22 +320,81 @@ class Chat(_Engine):
         says so.
         """
         check_text(query, "query")
-        call_options = check_options(options)
         thread = self.store.get(thread_id)
         self._check_endpoint(thread, model)
+        asked = self._question(thread, query, model, options, mcp)
+        abandoned = _pending.abandon_pending(self.store, thread)
+        items = as_items(context)
+        turn = self.store.start_turn(thread_id, query, model=asked.model, context=items)
+        self.store.update_turn(thread_id, turn, options=asked.options)
+        history = self._thread_history(thread, upto=len(thread.turns))
+        history.chat_as_user(query, context=items)
+        return self._answer(thread, turn, history, asked.model, asked.options, mcp=mcp,
+                            before=[ToolCallAbandoned(call) for call in abandoned])
+
+    def preview(
+        self,
+        thread_id: int | None,
+        query: str,
+        *,
+        model: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        context: Any = (),
+        mcp: Selection = None,
+        system: str | None = None,
+        scrubbed: Sequence[Scrubbed] = (),
+    ) -> Preview:
+        """The request :meth:`ask` would send now with these arguments, built and not sent.
+
+        Nothing is saved or sent (the endpoint may be asked its context size
+        and abilities, as a question asks them). ``thread_id`` None previews
+        the first question of a new thread with ``system``. ``scrubbed`` are
+        the scrubs made while describing the context beforehand (see
+        :func:`nbchat.base._secrets.noting_scrubs`), so the preview names them.
+        """
+        with noting_scrubs() as noted:
+            items = as_items(context)
+        if thread_id is None:
+            thread = Thread(0, self.user, "", model or self.llm.default_model(), system,
+                            0.0, 0.0, [], {})  # fmt: skip
+        else:
+            thread = _pending.abandoned_view(self.store.get(thread_id))
+            if model is None:
+                self._check_endpoint(thread)
+        asked = self._question(thread, query, model, options, mcp)
+        upto = len(thread.turns)
+        history = self._thread_history(thread, upto=upto)
+        history.chat_as_user(query, context=items)
+        builtin = (thread.settings or {}).get("builtin_tools")
+        spec = self._spec(
+            self._with_instructions(history), asked.model, asked.options,
+            self._offered(asked.model, builtin, mcp),
+            tool_context=ToolContext(self.user, thread.user, self.permissions, thread.id),
+            recorder=NullRecorder(),
+        )  # fmt: skip
+        sent = _pending.history_turns(thread, upto)
+        kept = spec.context.turns()[:-1]
+        left_out = tuple(sent[: len(sent) - len(kept)])
+        sources = Sources(sent, thread.system, self.instructions, left_out=left_out)
+        return self._preview(spec, sources, [*scrubbed, *noted])
+
+    def _question(
+        self,
+        thread: Thread,
+        query: str,
+        model: str | None,
+        options: Mapping[str, Any] | None,
+        mcp: Selection,
+    ) -> _Asked:
+        """The model and options a question in ``thread`` is asked with, checked; nothing saved."""
+        check_text(query, "query")
+        call_options = check_options(options)
         model = Policy.from_env().model(model or thread.model) or thread.model  # before saving
         chosen = self._options(thread_options(thread), call_options)
         builtin = (thread.settings or {}).get("builtin_tools")
         if isinstance(chosen.get("tool_choice"), Mapping):  # only then: it may start MCP servers
             check_tool_choice(chosen, self._offered(model, builtin, mcp))
-        abandoned = _pending.abandon_pending(self.store, thread)
-        items = as_items(context)
-        turn = self.store.start_turn(thread_id, query, model=model, context=items)
-        self.store.update_turn(thread_id, turn, options=chosen)
-        history = self._thread_history(thread, upto=len(thread.turns))
-        history.chat_as_user(query, context=items)
-        return self._answer(thread, turn, history, model, chosen, mcp=mcp,
-                            before=[ToolCallAbandoned(call) for call in abandoned])
+        return _Asked(model, chosen)
 
     def retry(self, thread_id: int) -> Answer:
         """Ask the last query again when its turn failed or was interrupted.
