@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..base._secrets import Scrubbed, remember
+from ..base._secrets import Scrubbed, noting_scrubs, remember
 from ..base.config import ENV_TOOLLESS_MODELS, Settings, resolve
 from ..base.errors import InputError, NbchatError
 from ..base.options import Options, check_options, env_options, merge_options
@@ -200,6 +200,39 @@ class _Engine:
         attached: Iterable[Any] = (),
         mcp: Selection = None,
     ) -> Answer:
+        spec = self._history_spec(question, history, model, update, options, attached, mcp)
+        return Answer.streaming(run_turn(spec), spec.stop)
+
+    def preview_with_history(
+        self,
+        question: str,
+        history: ChatHistory,
+        model: str | None = None,
+        *,
+        options: Mapping[str, Any] | None = None,
+        context: Any = (),
+        mcp: Selection = None,
+        scrubbed: Sequence[Scrubbed] = (),
+    ) -> Preview:
+        """The request ``ask_with_history`` would send now, built and not sent (see ``preview``)."""
+        with noting_scrubs() as noted:
+            spec = self._history_spec(question, history, model, False, options, context, mcp)
+        turns = range(len(history.turns()))
+        kept = len(spec.context.turns()) - 1
+        sources = Sources(turns, history.system, self.instructions,
+                          left_out=tuple(turns[: len(turns) - kept]))  # fmt: skip
+        return self._preview(spec, sources, [*scrubbed, *noted])
+
+    def _history_spec(
+        self,
+        question: str,
+        history: ChatHistory,
+        model: str | None,
+        update: bool,
+        options: Mapping[str, Any] | None = None,
+        attached: Iterable[Any] = (),
+        mcp: Selection = None,
+    ) -> TurnSpec:
         check_text(question, "question")
         if not isinstance(history, ChatHistory):
             raise InputError(
@@ -217,7 +250,7 @@ class _Engine:
             recorder=HistoryRecorder(history, question) if update else NullRecorder(),
             suspendable=False, stop=StopSignal(),
         )  # fmt: skip
-        return Answer.streaming(run_turn(spec), spec.stop)
+        return spec
 
 
 def thread_options(thread: Thread) -> Options:

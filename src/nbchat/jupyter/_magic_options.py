@@ -29,6 +29,9 @@ _DECLARATIONS: tuple[Callable[[Any], Any], ...] = (
              help="Start a new thread with this system prompt (with -H: for this question)."),
     argument("-H", "--history", metavar="VAR",
              help="Ask with the ChatHistory in variable VAR; no thread is touched."),
+    argument("--preview", action="store_true",
+             help="Show the exact request the question would send (messages, sources, tokens, "
+                  "window share, cost, scrubbed secrets) and send nothing."),
     argument("--no-stream", action="store_true", help="Render the answer once, at the end."),
     argument("--no-interpolate", action="store_true", help="Send {braces} exactly as typed."),
     argument("--code", action="store_true",

@@ -34,6 +34,7 @@ from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, ob
 
 from ..base import markup
 from ..base._notices import set_notifier
+from ..base._secrets import Scrubbed, noting_scrubs
 from ..base.errors import NbchatError
 from ..base.options import check_options
 from ..context._interpolate import resolve
@@ -55,6 +56,7 @@ from ._magic_context import (
 from ._magic_options import chat_arguments, flag_options
 from ._magic_syntax import protect_chat_questions, split_options
 from ._notes import show_note
+from ._preview_commands import check_preview, show_preview
 from ._shell import echoed, environment, forget_config_key
 from .render import Mode, RenderResult, TurnRenderer, detect_mode, execution_marker
 
@@ -179,6 +181,7 @@ class ChatMagics(Magics):
         self._session_key: tuple[str, str] | None = None  # (endpoint, key) from --key
         self._key_version = 0
         self._panels: weakref.WeakSet[Any] = weakref.WeakSet()  # the panels %chat --panel opened
+        self._noted: list[Scrubbed] = []  # while a --preview is built: the scrubs made for it
 
     @observe("prices")
     def _observe_prices(self, change: Any) -> None:
@@ -365,7 +368,11 @@ class ChatMagics(Magics):
         name = _form(opts, text)
         if name in COMMANDS and text and name not in TAKE_TEXT:
             raise UsageError(f"--{name} takes no question; got {text[:40]!r}")
-        return HANDLERS[name](self, opts, text)
+        if not opts.preview:
+            return HANDLERS[name](self, opts, text)
+        check_preview(name, opts)
+        with noting_scrubs() as self._noted:  # what describing the context scrubs, by name
+            return HANDLERS[name](self, opts, text)
 
     def _parse(self, line: str, cell: str | None) -> tuple[Any, str]:
         """The parsed options, and the question: the rest of the line, then the cell body."""
@@ -393,21 +400,21 @@ class ChatMagics(Magics):
         return action.nargs if isinstance(action.nargs, int) else 1
 
     # -- asking -----------------------------------------------------------------
-    def _cmd_ask(self, opts: Any, text: str) -> RenderResult:
+    def _cmd_ask(self, opts: Any, text: str) -> RenderResult | None:
         if not text:
             raise UsageError("ask something: %chat QUESTION, or %%chat with the question "
                              "in the cell; see %chat? for the options")
         return self._ask(text, opts)
 
-    def _cmd_error(self, opts: Any, text: str) -> RenderResult:
+    def _cmd_error(self, opts: Any, text: str) -> RenderResult | None:
         return self._ask(error_question(self.shell, text, opts), opts, interpolated=True)
 
-    def _cmd_fix(self, opts: Any, text: str) -> RenderResult:
+    def _cmd_fix(self, opts: Any, text: str) -> RenderResult | None:
         error = fix_context(self.shell, opts, self.context_budget)
         opts.code = True
         return self._ask(fix_question(text), opts, context=[error])
 
-    def _cmd_continue(self, opts: Any, text: str) -> RenderResult:
+    def _cmd_continue(self, opts: Any, text: str) -> RenderResult | None:
         if text or opts.history is not None or opts.new:
             raise UsageError("--continue goes on with the current thread's last answer; "
                              "give it no question, -H or -n")
@@ -417,7 +424,7 @@ class ChatMagics(Magics):
 
     def _ask(
         self, question: str, opts: Any, *, interpolated: bool = False, context: Any = ()
-    ) -> RenderResult:
+    ) -> RenderResult | None:
         items = [*context, *attached_context(self.shell, question, opts, self.context_budget)]
         if not (interpolated or opts.no_interpolate):
             question = _magic_context.interpolated(self.shell, question)
@@ -433,6 +440,8 @@ class ChatMagics(Magics):
                 f".gguf), or ask without --agent"
             )
         self._announce_context(chat, items)
+        if opts.preview:
+            return show_preview(self, chat, question, opts, options, items)
         events = self._ask_events(chat, question, opts, options, items)
         result = self._shown(self._render(events, opts))
         if opts.code:
