@@ -32,6 +32,7 @@ from .base.errors import (
     NbchatError,
     NoPendingCall,
     OptionRejected,
+    OverBudget,
     RateLimited,
     ServerError,
     StoreCorrupt,
@@ -50,6 +51,7 @@ from .base.errors import (
 from .base.records import AnsweredCall, PendingCall, Prompt
 from .context import ContextItem, describe
 from .context.run_code import RunCode
+from .engine._preview import Preview, PreviewPart
 from .engine.chat import LLM, Answer, AnswerText, Chat
 from .engine.history import ChatHistory, Message
 from .store._open import open_store
@@ -91,8 +93,11 @@ __all__ = [
     "NbchatError",
     "NoPendingCall",
     "OptionRejected",
+    "OverBudget",
     "PendingCall",
     "PostgresStore",
+    "Preview",
+    "PreviewPart",
     "Prompt",
     "RateLimited",
     "Requirement",

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..base._secrets import Scrubbed, noting_scrubs, remember
 from ..base.config import ENV_TOOLLESS_MODELS, Settings, resolve
 from ..base.errors import InputError, NbchatError
+from ..base.events import Event, TurnFinished
 from ..base.options import Options, check_options, env_options, merge_options
+from ..base.policy import budget_cap
 from ..context import as_items
 from ..llm import LLMClient
 from ..llm._stop import StopSignal
@@ -26,11 +28,12 @@ from ..mcp.tools import Selection, mcp_tool_named, mcp_tools
 from ..store.base import Thread, Turn
 from ..tools import BUILTIN_CLIENT_TOOLS, ClientTool, Toolbox, ToolContext
 from ._answer import Answer
+from ._budget import KERNEL, Budget, check_budget, estimate, usage_cost
 from ._endings import fit_history, refit_history, request_tokens
 from ._preview import Preview, Sources, preview_of
 from ._recorders import HistoryRecorder
 from ._turn import NullRecorder, TurnSpec, round_request, run_turn
-from ._usage import Price, prices_from_env
+from ._usage import Price, dearest_prices, prices_from_env
 from .history import ChatHistory
 
 
@@ -52,6 +55,8 @@ class _Engine:
         user: str | None = None,
         options: Mapping[str, Any] | None = None,
         mcp: Selection = None,
+        budget: float | None = None,
+        kernel_budget: float | None = None,
     ) -> None:
         self._explicit = dict(
             base_url=base_url,
@@ -72,6 +77,8 @@ class _Engine:
         self.mcp = mcp
         self.instructions = ""  # project instructions added to every turn's system prompt
         self.prices: Mapping[str, Price] | None = None  # None: NBCHAT_PRICES
+        self.budget = budget  # dollars a thread may cost before a question asks; None: env
+        self.kernel_budget = kernel_budget  # dollars this process may spend before that
         self._llm: LLMClient | None = None
 
     @property
@@ -177,8 +184,41 @@ class _Engine:
 
     def price(self, model: str) -> Price | None:
         """The configured price of ``model`` (``prices``, else ``NBCHAT_PRICES``), if any."""
-        prices = prices_from_env() if self.prices is None else self.prices
-        return prices.get(model)
+        return self._prices().get(model)
+
+    def _prices(self) -> Mapping[str, Price]:
+        return prices_from_env() if self.prices is None else self.prices
+
+    def _cap_prices(self) -> Mapping[str, Price]:
+        """Prices for the administrator's caps: the dearest known (see ``dearest_prices``)."""
+        return dearest_prices(self.prices or {})
+
+    def _check_budget(
+        self,
+        preview: Callable[[], Preview],
+        turns: Sequence[Turn],
+        options: Mapping[str, Any],
+        *,
+        confirmed: bool,
+        thread_id: int | None = None,
+    ) -> None:
+        """Raise OverBudget when the question ``preview`` builds would cross a budget."""
+        budget, cap = Budget.resolve(self.budget, self.kernel_budget), budget_cap()
+        if budget.thread is None and budget.kernel is None and not cap.is_set:
+            return
+        built = preview()
+        mine, theirs = self._prices(), self._cap_prices()
+        guess = estimate(built.tokens, options, built.model, mine.get(built.model))
+        cap_guess = estimate(built.tokens, options, built.model, theirs.get(built.model))
+        check_budget(guess, cap_guess, turns, (mine, theirs), budget, cap,
+                     confirmed=confirmed, thread_id=thread_id)  # fmt: skip
+
+    def _spending(self, events: Iterator[Event]) -> Iterator[Event]:
+        """``events``, each finished turn's cost added to what this kernel has spent."""
+        for event in events:
+            if type(event) is TurnFinished and event.usage is not None:
+                KERNEL.add(usage_cost(event.usage, self._cap_prices().get(event.model)))
+            yield event
 
     def _preview(
         self, spec: TurnSpec, sources: Sources, noted: Sequence[Scrubbed] = ()
@@ -199,9 +239,13 @@ class _Engine:
         options: Mapping[str, Any] | None = None,
         attached: Iterable[Any] = (),
         mcp: Selection = None,
+        over_budget: bool = False,
     ) -> Answer:
         spec = self._history_spec(question, history, model, update, options, attached, mcp)
-        return Answer.streaming(run_turn(spec), spec.stop)
+        if not over_budget:
+            self._check_budget(lambda: self._preview(spec, Sources()), (), spec.options,
+                               confirmed=False)  # fmt: skip
+        return Answer.streaming(self._spending(run_turn(spec)), spec.stop)
 
     def preview_with_history(
         self,

@@ -110,6 +110,10 @@ class Chat(_Engine):
         for all, False or ``"off"`` for none, a name or a list of names.
         Servers are configured in ``mcp.json`` files only (see
         :mod:`nbchat.mcp._config`); a question may choose again with ``mcp=``.
+    budget, kernel_budget
+        Dollars a thread, and this process, may cost before a question asks
+        first (see :meth:`ask`); ``NBCHAT_BUDGET`` and ``NBCHAT_KERNEL_BUDGET``
+        otherwise. Costs come from ``prices`` (``NBCHAT_PRICES``).
     """
 
     def __init__(
@@ -127,6 +131,8 @@ class Chat(_Engine):
         max_tool_rounds: int = 8,
         options: Mapping[str, Any] | None = None,
         mcp: Selection = None,
+        budget: float | None = None,
+        kernel_budget: float | None = None,
     ) -> None:
         given = None if store is None or isinstance(store, str | os.PathLike) else store
         super().__init__(
@@ -142,6 +148,8 @@ class Chat(_Engine):
             user=given.user if given is not None else user,
             options=options,
             mcp=mcp,
+            budget=budget,
+            kernel_budget=kernel_budget,
         )
         self.store: Store = (
             given if given is not None else open_store(self.settings.store, self.settings.user)
@@ -288,6 +296,7 @@ class Chat(_Engine):
         options: Mapping[str, Any] | None = None,
         context: Any = (),
         mcp: Selection = None,
+        over_budget: bool = False,
     ) -> Answer:
         """Save the query, stream the answer, append it; the Answer (raises if the turn failed).
 
@@ -298,9 +307,15 @@ class Chat(_Engine):
         pairs or a ``{name: object}`` dict (each described with
         :func:`nbchat.context.describe`). ``mcp`` chooses the MCP servers for
         this question, as ``Chat(mcp=...)`` does for every question.
+
+        A question whose estimated cost would cross a budget (``budget``,
+        ``kernel_budget``, the administrator's caps) raises OverBudget before
+        anything is saved or sent; ``over_budget=True`` is the yes that sends it
+        (except past the administrator's hard cap).
         """
         return self.iter_ask(
-            thread_id, query, model=model, options=options, context=context, mcp=mcp
+            thread_id, query, model=model, options=options, context=context, mcp=mcp,
+            over_budget=over_budget,
         ).result()
 
     def iter_ask(
@@ -312,6 +327,7 @@ class Chat(_Engine):
         options: Mapping[str, Any] | None = None,
         context: Any = (),
         mcp: Selection = None,
+        over_budget: bool = False,
     ) -> Answer:
         """Like :meth:`ask`, as a stream of events. The query is saved before this returns.
 
@@ -323,8 +339,13 @@ class Chat(_Engine):
         thread = self.store.get(thread_id)
         self._check_endpoint(thread, model)
         asked = self._question(thread, query, model, options, mcp)
-        abandoned = _pending.abandon_pending(self.store, thread)
         items = as_items(context)
+        self._check_budget(
+            lambda: self.preview(thread_id, query, model=model, options=options, context=items,
+                                 mcp=mcp),
+            thread.turns, asked.options, confirmed=over_budget, thread_id=thread_id,
+        )  # fmt: skip
+        abandoned = _pending.abandon_pending(self.store, thread)
         turn = self.store.start_turn(thread_id, query, model=asked.model, context=items)
         self.store.update_turn(thread_id, turn, options=asked.options)
         history = self._thread_history(thread, upto=len(thread.turns))
@@ -432,14 +453,16 @@ class Chat(_Engine):
         options: Mapping[str, Any] | None = None,
         context: Any = (),
         mcp: Selection = None,
+        over_budget: bool = False,
     ) -> Answer:
         """Ask with ``history`` as the context for this one request; no thread is touched.
 
         The history is left as it was unless ``update`` is true. ``context``
-        attaches objects to the question and ``mcp`` chooses MCP servers, as in :meth:`ask`.
+        attaches objects to the question, ``mcp`` chooses MCP servers and
+        ``over_budget`` says yes to crossing a budget, as in :meth:`ask`.
         """
         return self._history_turn(
-            question, history, model, update, options, context, mcp
+            question, history, model, update, options, context, mcp, over_budget
         ).result()
 
     def iter_ask_with_history(
@@ -452,9 +475,11 @@ class Chat(_Engine):
         options: Mapping[str, Any] | None = None,
         context: Any = (),
         mcp: Selection = None,
+        over_budget: bool = False,
     ) -> Answer:
         """:meth:`ask_with_history` as a stream of events."""
-        return self._history_turn(question, history, model, update, options, context, mcp)
+        return self._history_turn(question, history, model, update, options, context, mcp,
+                                  over_budget)  # fmt: skip
 
     # -- client tools ----------------------------------------------------------
     def pending_calls(self, thread_id: int | None = None) -> list[PendingCall]:
@@ -556,7 +581,7 @@ class Chat(_Engine):
                 text=text, stop=stop,
             )  # fmt: skip
             try:
-                yield from run_turn(spec)
+                yield from self._spending(run_turn(spec))
             finally:  # after the front end has shown the answer: the title does not compete
                 answered = recorder.status in ("complete", "incomplete")
                 if answered and not thread.title:

@@ -32,6 +32,9 @@ _DECLARATIONS: tuple[Callable[[Any], Any], ...] = (
     argument("--preview", action="store_true",
              help="Show the exact request the question would send (messages, sources, tokens, "
                   "window share, cost, scrubbed secrets) and send nothing."),
+    argument("--over-budget", action="store_true",
+             help="Send the question even though its estimated cost crosses your budget "
+                  "(the yes to the line that stopped it; not past an administrator's hard cap)."),
     argument("--no-stream", action="store_true", help="Render the answer once, at the end."),
     argument("--no-interpolate", action="store_true", help="Send {braces} exactly as typed."),
     argument("--code", action="store_true",

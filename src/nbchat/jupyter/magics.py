@@ -161,6 +161,16 @@ class ChatMagics(Magics):
     context_budget = Int(
         2000, help="Tokens each @name (or --figure, --fix) description may take at most."
     ).tag(config=True)
+    budget = Float(
+        None, allow_none=True,
+        help="Dollars a thread may cost (at `prices`) before a question asks first; None: "
+        "NBCHAT_BUDGET. The administrator's NBCHAT_MAX_BUDGET caps it.",
+    ).tag(config=True)
+    kernel_budget = Float(
+        None, allow_none=True,
+        help="Dollars this kernel may spend before a question asks first; None: "
+        "NBCHAT_KERNEL_BUDGET. NBCHAT_MAX_KERNEL_BUDGET caps it.",
+    ).tag(config=True)
 
     @validate("api_key")
     def _validate_api_key(self, proposal: Any) -> None:
@@ -294,6 +304,8 @@ class ChatMagics(Magics):
           %chat --mcp | --mcp SERVER[,SERVER] QUESTION | --mcp off QUESTION
           %chat --retry [-t ID]
           %chat --fix [MORE] | --figure QUESTION | --agent QUESTION
+          %chat --preview QUESTION    show the request it would send; send nothing
+          %chat --over-budget QUESTION    send it although it crosses your budget
 
         A line that does not start with ``-`` is a question, whatever its
         words and its last character. After options, the rest of the line is
@@ -312,8 +324,18 @@ class ChatMagics(Magics):
 
         Settings: ``%config ChatMagics.model = "MODEL"`` (also base_url,
         provider, store, user, system, live, max_updates_per_second, tools,
-        builtin_tools, agent, approval, instructions, context_budget, panel_area, prices, and
-        ``options = {"max_tokens": 500}``), else the NBCHAT_* environment variables.
+        builtin_tools, agent, approval, instructions, context_budget, panel_area, prices,
+        budget, kernel_budget, and ``options = {"max_tokens": 500}``), else the NBCHAT_*
+        environment variables.
+
+        ``--preview`` (with any question, ``%%chat``, ``--fix``, ``--agent``, ``-H``)
+        shows the request the question would send and sends nothing: each
+        message with its role and source, its tokens, the share of the model's
+        window, the cost at ``prices``, the earlier turns the window leaves out,
+        and where secrets were scrubbed (named, never shown). With a
+        ``budget`` (dollars a thread may cost) or ``kernel_budget``, a question
+        whose estimate would cross it stops with one line and sends nothing;
+        ``--over-budget`` sends it (not past the administrator's hard cap).
 
         The panel: Enter sends, Shift+Enter adds a line, Escape stops the
         answer, Up recalls earlier questions. ``--panel --side`` (or
@@ -449,9 +471,13 @@ class ChatMagics(Magics):
         return result
 
     def _announce_context(self, chat: Chat, items: list[Any]) -> None:
-        """Give the Chat the project instructions; say in one line what goes with the question."""
+        """Give the Chat the instructions, prices and budgets; say in a line what goes along."""
         found = project_instructions(self.instructions)
         chat.instructions = found.system_text() if found is not None else ""
+        from ..engine._usage import parse_prices
+
+        chat.prices = parse_prices(dict(self.prices), source="ChatMagics.prices") or None
+        chat.budget, chat.kernel_budget = self.budget, self.kernel_budget
         if items or found is not None:
             from ..base.content import context_line
 
@@ -471,13 +497,14 @@ class ChatMagics(Magics):
             history = self._user_history(opts.history, opts.system)
             return chat.iter_ask_with_history(
                 question, history, model=opts.model, options=options, context=items,
-                mcp=opts.mcp,
+                mcp=opts.mcp, over_budget=opts.over_budget,
             )
         thread_id = self._thread_for(opts)
         if opts.set or opts.builtin_tools:
             self._set_thread(opts, thread_id, quiet=True)
         return chat.iter_ask(
             thread_id, question, model=opts.model, options=options, context=items, mcp=opts.mcp,
+            over_budget=opts.over_budget,
         )
 
     @staticmethod
