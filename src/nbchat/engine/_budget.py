@@ -137,9 +137,10 @@ def check_budget(
         mine, theirs = spent[scope]
         if ceiling is not None:
             _check_cap(cap_guess, theirs, ceiling, cap.hard, scope, confirmed, thread_id)
-        if limit is not None and guess.cost is not None and not confirmed:
-            if mine + guess.cost > limit:
-                raise _over(guess, mine, limit, scope, thread_id, hard=False, admin=False)
+        crossed = limit is not None and guess.cost is not None and mine + guess.cost > limit
+        if crossed and not confirmed:
+            assert limit is not None
+            raise _over(guess, mine, limit, scope, thread_id, hard=False, admin=False)
 
 
 def _check_cap(guess: Estimate, spent: float, ceiling: float, hard: bool, scope: str,

@@ -13,7 +13,7 @@ variable's name, never the value).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ..base._secrets import REDACTED, Scrubbed, scrub_names
@@ -66,6 +66,7 @@ class Preview:
     body: dict = field(repr=False, compare=False)
     content: bytes = field(repr=False, compare=False)
     summary_of: tuple[int, ...] = ()  # turns a summary stands for in this request
+    needs_summary: bool = False  # the question would first make a summary (not made here)
 
     @property
     def share(self) -> float | None:
@@ -93,6 +94,7 @@ class Sources:
     summary: str = ""  # the summary of early turns joined to it
     summary_of: tuple[int, ...] = ()
     left_out: tuple[int, ...] = ()
+    needs_summary: bool = False
 
 
 def preview_of(
@@ -131,6 +133,7 @@ def preview_of(
     return Preview(
         request.model, provider, request.url, tuple(parts), tokens, spec.context_size,
         sources.left_out, cost, max_cost, request.body, request.content, sources.summary_of,
+        sources.needs_summary,
     )  # fmt: skip
 
 
@@ -148,7 +151,8 @@ def _system_parts(system: str | None, sources: Sources) -> Iterator[PreviewPart]
     if rest:
         pieces.insert(0, ("system prompt", rest))
     for number, (source, text) in enumerate(pieces):
-        yield PreviewPart(0, "system", source, text, estimate_tokens(text) + OVERHEAD * (not number))
+        tokens = estimate_tokens(text) + (OVERHEAD if number == 0 else 0)
+        yield PreviewPart(0, "system", source, text, tokens)
 
 
 def _message_parts(

@@ -94,6 +94,7 @@ class TurnSpec:
     # and how many earlier turns it leaves out, or None when nothing can be left out.
     refit: Callable[[NbchatError], tuple[ChatHistory, int] | None] | None = None
     dropped_turns: int = 0  # earlier turns the context already leaves out
+    summarized_turns: int = 0  # the thread's first turns, sent as a summary
     context_size: int | None = None
     # Told the endpoint's prompt token count of the turn's first request.
     calibrate: Callable[[int], None] | None = None
@@ -154,8 +155,8 @@ class _Turn:
         """The rounds, each a request then the end of the turn or its tool calls."""
         spec = self.spec
         yield TurnStarted(spec.thread_id, spec.turn, spec.model)
-        if spec.dropped_turns:
-            yield ContextWindowed(spec.dropped_turns, spec.context_size)
+        if spec.dropped_turns or spec.summarized_turns:
+            yield ContextWindowed(spec.dropped_turns, spec.context_size, spec.summarized_turns)
         round_number = 0
         while round_number <= spec.max_rounds:
             reply = yield from self._request(round_number)

@@ -22,8 +22,8 @@ from ..base.errors import ConfigError
 from ..store.base import Turn
 
 __all__ = [
-    "Price", "dearest_prices", "dollars", "parse_prices", "prices_from_env", "thread_cost", "thread_usage_line",
-    "turn_usage_line",
+    "Price", "dearest_prices", "dollars", "parse_prices", "prices_from_env", "thread_cost",
+    "thread_usage_line", "turn_usage_line",
 ]
 
 PER_TOKENS = 1_000_000

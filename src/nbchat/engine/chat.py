@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from ..base._secrets import Scrubbed, noting_scrubs
 from ..base.errors import InputError
 from ..base.events import (
     Event,
@@ -47,9 +45,10 @@ from ..store.base import SearchHit, Store, Thread, ThreadInfo
 from ..tools import ToolContext
 from . import _pending
 from ._answer import Answer, AnswerText
-from ._engine import _Engine, check_text, check_tool_choice, provider_only, thread_options
+from ._asking import _Asking
+from ._compaction import check_window
+from ._engine import check_text, provider_only, thread_options
 from ._pending import ACTING_OUTPUT
-from ._preview import Preview, Sources
 from ._recorders import HistoryRecorder, ThreadRecorder
 from ._scripts import LLM
 from ._title_workers import (
@@ -63,7 +62,7 @@ from ._title_workers import (
     ask_title,
 )
 from ._titles import question_title
-from ._turn import NullRecorder, run_turn
+from ._turn import run_turn
 from .history import ChatHistory
 
 __all__ = [
@@ -73,15 +72,7 @@ __all__ = [
 ]  # fmt: skip
 
 
-@dataclass(frozen=True)
-class _Asked:
-    """The model and the options a question goes with."""
-
-    model: str
-    options: Options
-
-
-class Chat(_Engine):
+class Chat(_Asking):
     """Threads for one user, kept in a thread store, and the turns that fill them.
 
     Parameters
@@ -114,6 +105,10 @@ class Chat(_Engine):
         Dollars a thread, and this process, may cost before a question asks
         first (see :meth:`ask`); ``NBCHAT_BUDGET`` and ``NBCHAT_KERNEL_BUDGET``
         otherwise. Costs come from ``prices`` (``NBCHAT_PRICES``).
+    window
+        ``"drop"`` (the default) leaves a long thread's oldest turns out of what
+        is sent; ``"summarize"`` sends a summary of them instead (see
+        :meth:`compact`); ``NBCHAT_WINDOW`` otherwise, and a thread's own setting wins.
     """
 
     def __init__(
@@ -133,6 +128,7 @@ class Chat(_Engine):
         mcp: Selection = None,
         budget: float | None = None,
         kernel_budget: float | None = None,
+        window: str | None = None,
     ) -> None:
         given = None if store is None or isinstance(store, str | os.PathLike) else store
         super().__init__(
@@ -155,6 +151,7 @@ class Chat(_Engine):
             given if given is not None else open_store(self.settings.store, self.settings.user)
         )
         self._titles = TitleWorkers.shared(self.store)
+        self.window = None if window is None else check_window(window)
 
     def __repr__(self) -> str:
         return f"Chat(user={self.store.user!r}, store={self.store.location()!r})"
@@ -208,9 +205,11 @@ class Chat(_Engine):
         *,
         options: Mapping[str, Any] | None = None,
         builtin_tools: bool | None = None,
+        window: str | None = None,
     ) -> dict[str, Any]:
         """Merge generation options into a thread's (a None value removes one); set whether
-        its turns offer the built-in client tools. The thread's settings as saved."""
+        its turns offer the built-in client tools, and its window (``"drop"`` or
+        ``"summarize"``). The thread's settings as saved."""
         thread = self.store.get(thread_id)
         settings = dict(thread.settings or {})
         if options is not None:
@@ -218,6 +217,8 @@ class Chat(_Engine):
             settings["options"] = merged
         if builtin_tools is not None:
             settings["builtin_tools"] = bool(builtin_tools)
+        if window is not None:
+            settings["window"] = check_window(window)
         self.store.update_thread(thread_id, settings=settings)
         return settings
 
@@ -353,70 +354,6 @@ class Chat(_Engine):
         return self._answer(thread, turn, history, asked.model, asked.options, mcp=mcp,
                             before=[ToolCallAbandoned(call) for call in abandoned])
 
-    def preview(
-        self,
-        thread_id: int | None,
-        query: str,
-        *,
-        model: str | None = None,
-        options: Mapping[str, Any] | None = None,
-        context: Any = (),
-        mcp: Selection = None,
-        system: str | None = None,
-        scrubbed: Sequence[Scrubbed] = (),
-    ) -> Preview:
-        """The request :meth:`ask` would send now with these arguments, built and not sent.
-
-        Nothing is saved or sent (the endpoint may be asked its context size
-        and abilities, as a question asks them). ``thread_id`` None previews
-        the first question of a new thread with ``system``. ``scrubbed`` are
-        the scrubs made while describing the context beforehand (see
-        :func:`nbchat.base._secrets.noting_scrubs`), so the preview names them.
-        """
-        with noting_scrubs() as noted:
-            items = as_items(context)
-        if thread_id is None:
-            thread = Thread(0, self.user, "", model or self.llm.default_model(), system,
-                            0.0, 0.0, [], {})  # fmt: skip
-        else:
-            thread = _pending.abandoned_view(self.store.get(thread_id))
-            if model is None:
-                self._check_endpoint(thread)
-        asked = self._question(thread, query, model, options, mcp)
-        upto = len(thread.turns)
-        history = self._thread_history(thread, upto=upto)
-        history.chat_as_user(query, context=items)
-        builtin = (thread.settings or {}).get("builtin_tools")
-        spec = self._spec(
-            self._with_instructions(history), asked.model, asked.options,
-            self._offered(asked.model, builtin, mcp),
-            tool_context=ToolContext(self.user, thread.user, self.permissions, thread.id),
-            recorder=NullRecorder(),
-        )  # fmt: skip
-        sent = _pending.history_turns(thread, upto)
-        kept = spec.context.turns()[:-1]
-        left_out = tuple(sent[: len(sent) - len(kept)])
-        sources = Sources(sent, thread.system, self.instructions, left_out=left_out)
-        return self._preview(spec, sources, [*scrubbed, *noted])
-
-    def _question(
-        self,
-        thread: Thread,
-        query: str,
-        model: str | None,
-        options: Mapping[str, Any] | None,
-        mcp: Selection,
-    ) -> _Asked:
-        """The model and options a question in ``thread`` is asked with, checked; nothing saved."""
-        check_text(query, "query")
-        call_options = check_options(options)
-        model = Policy.from_env().model(model or thread.model) or thread.model  # before saving
-        chosen = self._options(thread_options(thread), call_options)
-        builtin = (thread.settings or {}).get("builtin_tools")
-        if isinstance(chosen.get("tool_choice"), Mapping):  # only then: it may start MCP servers
-            check_tool_choice(chosen, self._offered(model, builtin, mcp))
-        return _Asked(model, chosen)
-
     def retry(self, thread_id: int) -> Answer:
         """Ask the last query again when its turn failed or was interrupted.
 
@@ -538,20 +475,6 @@ class Chat(_Engine):
         return self._titles.wait(timeout)
 
     # -- internals ---------------------------------------------------------------
-    def _check_endpoint(self, thread: Thread, model: str | None = None) -> None:
-        """A thread made with another provider is asked only with a model named for this one,
-        which then becomes the thread's endpoint."""
-        settings = self.llm.settings
-        if model is None:
-            _endpoints.check_thread(thread.id, thread.settings or {}, settings)
-            return
-        _endpoints.check_model(model, settings, self.llm.list_models)
-        endpoint = _endpoints.endpoint_record(settings)
-        saved = (thread.settings or {}).get("endpoint")
-        if endpoint is not None and saved is not None and saved != endpoint:
-            thread.settings = {**(thread.settings or {}), "endpoint": endpoint}
-            self.store.update_thread(thread.id, settings=thread.settings)
-
     def _answer(
         self,
         thread: Thread,
@@ -572,13 +495,16 @@ class Chat(_Engine):
             yield from before
             builtin = (thread.settings or {}).get("builtin_tools")
             recorder = ThreadRecorder(self.store, thread.id, turn)
+            offered = self._offered(model, builtin, mcp)
+            compacted = self._compacted(thread, turn, self._with_instructions(history), model,
+                                        options, offered, make=True)  # fmt: skip
+            covered = compacted.summary.covers if compacted.summary is not None else 0
             spec = self._spec(
-                self._with_instructions(history), model, options,
-                self._offered(model, builtin, mcp),
+                compacted.history, model, options, offered,
                 tool_context=ToolContext(self.user, thread.user, self.permissions, thread.id),
                 recorder=recorder, thread_id=thread.id, turn=turn,
                 messages=[Message.from_dict(m) for m in messages],  # as the store keeps them
-                text=text, stop=stop,
+                text=text, stop=stop, summarized_turns=covered,
             )  # fmt: skip
             try:
                 yield from self._spending(run_turn(spec))
@@ -588,10 +514,3 @@ class Chat(_Engine):
                     self._titles.start(self, thread.id)
 
         return Answer.streaming(events(), stop)
-
-    def _thread_history(self, thread: Thread, *, upto: int, clean: bool = True) -> ChatHistory:
-        return _pending.thread_history(
-            thread, upto=upto, history_limit=self.settings.history_limit, clean=clean
-        )
-
-

@@ -56,7 +56,7 @@ from ._magic_context import (
 from ._magic_options import chat_arguments, flag_options
 from ._magic_syntax import protect_chat_questions, split_options
 from ._notes import show_note
-from ._preview_commands import check_preview, show_preview
+from ._preview_commands import check_preview, compact_thread, show_preview
 from ._shell import echoed, environment, forget_config_key
 from .render import Mode, RenderResult, TurnRenderer, detect_mode, execution_marker
 
@@ -68,7 +68,7 @@ __all__ = ["ChatMagics", "load", "protect_chat_questions", "unload"]
 
 COMMANDS = (
     "list", "show", "use", "rename", "delete", "models", "export", "panel", "answer", "retry",
-    "search", "key",
+    "search", "key", "compact",
 )  # fmt: skip
 TAKE_TEXT = ("rename", "search", "answer", "key")  # the commands that read the text after them
 API_KEY_REFUSED = (
@@ -166,6 +166,12 @@ class ChatMagics(Magics):
         help="Dollars a thread may cost (at `prices`) before a question asks first; None: "
         "NBCHAT_BUDGET. The administrator's NBCHAT_MAX_BUDGET caps it.",
     ).tag(config=True)
+    window = CaselessStrEnum(
+        ("drop", "summarize"), None, allow_none=True,
+        help="When a thread outgrows the model's window: 'drop' its oldest turns from what is "
+        "sent, or 'summarize' them (a summary the model writes once, kept with the thread); "
+        "None: NBCHAT_WINDOW, else drop. A thread's own setting wins.",
+    ).tag(config=True)
     kernel_budget = Float(
         None, allow_none=True,
         help="Dollars this kernel may spend before a question asks first; None: "
@@ -226,7 +232,7 @@ class ChatMagics(Magics):
                 provider=self.provider or None,
                 store=base.store,
                 tools=[*self._user_tools(), *self._notebook_tools()],
-                permissions=self.permissions,
+                permissions=self.permissions, window=self.window,
             )
             chat._llm = base._llm  # one endpoint client (and one fallback notice) for both
             self._agent_chat = (key, chat)
@@ -246,7 +252,7 @@ class ChatMagics(Magics):
         options = check_options(self.options, source="ChatMagics.options")
         key = (self.model, self.base_url, self.provider, self.store, self.user, environment(),
                tuple(map(id, tools)), tuple(self.permissions), repr(sorted(options.items())),
-               self.builtin_tools, self._key_version)
+               self.builtin_tools, self._key_version, self.window)
         if self._chat is None or key != self._chat_key:
             from ..engine.chat import Chat
 
@@ -256,7 +262,7 @@ class ChatMagics(Magics):
                 api_key=self._key_for_endpoint(),
                 provider=self.provider or None, store=self.store or None, user=self.user or None,
                 tools=tools, permissions=self.permissions, options=options,
-                builtin_tools=self.builtin_tools,
+                builtin_tools=self.builtin_tools, window=self.window,
             )
             self._chat_key = key
             if old is not None and old.store.location() != self._chat.store.location():
@@ -305,6 +311,7 @@ class ChatMagics(Magics):
           %chat --retry [-t ID]
           %chat --fix [MORE] | --figure QUESTION | --agent QUESTION
           %chat --preview QUESTION    show the request it would send; send nothing
+          %chat --compact [-t ID]     summarise the thread's oldest turns for what is sent
           %chat --over-budget QUESTION    send it although it crosses your budget
 
         A line that does not start with ``-`` is a question, whatever its
@@ -325,8 +332,8 @@ class ChatMagics(Magics):
         Settings: ``%config ChatMagics.model = "MODEL"`` (also base_url,
         provider, store, user, system, live, max_updates_per_second, tools,
         builtin_tools, agent, approval, instructions, context_budget, panel_area, prices,
-        budget, kernel_budget, and ``options = {"max_tokens": 500}``), else the NBCHAT_*
-        environment variables.
+        budget, kernel_budget, window, and ``options = {"max_tokens": 500}``), else the
+        NBCHAT_* environment variables.
 
         ``--preview`` (with any question, ``%%chat``, ``--fix``, ``--agent``, ``-H``)
         shows the request the question would send and sends nothing: each
@@ -336,6 +343,10 @@ class ChatMagics(Magics):
         ``budget`` (dollars a thread may cost) or ``kernel_budget``, a question
         whose estimate would cross it stops with one line and sends nothing;
         ``--over-budget`` sends it (not past the administrator's hard cap).
+        With ``window = "summarize"`` a thread that outgrows the model's window
+        sends a summary of its oldest turns (made once, kept with the thread,
+        ``--compact`` makes it now) instead of leaving them out; the thread
+        keeps every turn.
 
         The panel: Enter sends, Shift+Enter adds a line, Escape stops the
         answer, Up recalls earlier questions. ``--panel --side`` (or
@@ -463,7 +474,8 @@ class ChatMagics(Magics):
             )
         self._announce_context(chat, items)
         if opts.preview:
-            return show_preview(self, chat, question, opts, options, items)
+            show_preview(self, chat, question, opts, options, items)
+            return None
         events = self._ask_events(chat, question, opts, options, items)
         result = self._shown(self._render(events, opts))
         if opts.code:
@@ -491,7 +503,7 @@ class ChatMagics(Magics):
         if opts.history is not None:
             if opts.thread is not None or opts.new:
                 raise UsageError("-H asks with a ChatHistory, not in a thread: drop -t/-n")
-            if opts.set or opts.builtin_tools:
+            if opts.set or opts.builtin_tools or opts.window:
                 raise UsageError("-H asks with a ChatHistory: there is no thread to save "
                                  "--set or --builtin-tools in; drop them")
             history = self._user_history(opts.history, opts.system)
@@ -500,7 +512,7 @@ class ChatMagics(Magics):
                 mcp=opts.mcp, over_budget=opts.over_budget,
             )
         thread_id = self._thread_for(opts)
-        if opts.set or opts.builtin_tools:
+        if opts.set or opts.builtin_tools or opts.window:
             self._set_thread(opts, thread_id, quiet=True)
         return chat.iter_ask(
             thread_id, question, model=opts.model, options=options, context=items, mcp=opts.mcp,
@@ -668,6 +680,7 @@ HANDLERS: dict[str, Handler] = {
     "panel": ChatMagics._cmd_panel,
     "answer": ChatMagics._cmd_answer,
     "retry": ChatMagics._cmd_retry,
+    "compact": compact_thread,
     "key": ChatMagics._cmd_key,
     "mcp": ChatMagics._cmd_mcp,
     "error": ChatMagics._cmd_error,
@@ -694,7 +707,7 @@ def _form(opts: Any, text: str) -> str:
         return "fix"
     if opts.continue_:
         return "continue"
-    if not text and (opts.set or opts.builtin_tools):
+    if not text and (opts.set or opts.builtin_tools or opts.window):
         return "set"
     if not text and (opts.new or opts.system is not None):
         return "new"
