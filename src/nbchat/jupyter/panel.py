@@ -3,7 +3,8 @@
 :class:`ChatPanel` (``nbchat.panel()``, ``%chat --panel``) is a chat over the
 same store the magics use: a header with the thread's title and a thread
 switcher, the conversation as messages, and an input with the model picker
-and the context chips. Its front end is ``_panel.js`` and ``_panel.css``
+and the context chips, and a Preview of the request a question would send.
+Its front end is ``_panel.js`` and ``_panel.css``
 beside this module; its state is in traits, and the browser sends intents
 (``submit``, ``stop``, ``select``, ``rename``, …) as custom messages. Only
 HTML made by :mod:`nbchat.base.markup` in Python reaches the page as HTML; every
@@ -68,12 +69,14 @@ from ..base.content import ContextItem
 from ..base.errors import InputError, NbchatError
 from ..base.events import Event
 from ..engine._usage import Price, parse_prices, prices_from_env, thread_usage_line
+from ..engine._preview import Preview
 from ..engine.chat import Chat
 from ..mcp.tools import servers_line
 from ..store.base import Thread, ThreadInfo
 from . import _panel_assets
 from ._messages import context_gauge, conversation_view, message, thread_view
 from ._panel_stream import LiveSink, Stoppable, mentioned
+from ._preview_view import preview_html
 from .prompts import (
     OutputHandle,
     PromptGroup,
@@ -179,6 +182,8 @@ class ChatPanel(anywidget.AnyWidget):
         sync=True
     )
     confirm = Unicode("", help="The question a delete asks first ('' when none).").tag(sync=True)
+    preview_html = Unicode("", help="The previewed request, as HTML made by nbchat.markup "
+                           "('' when none shows).").tag(sync=True)  # fmt: skip
     variables = List(Unicode(), help="The notebook's variables the chips offer.").tag(sync=True)
     picked = List(Unicode(), help="The variables picked to go with the next question.").tag(
         sync=True
@@ -318,6 +323,29 @@ class ChatPanel(anywidget.AnyWidget):
         self._load_threads(thread_id)
         self._start(events, query)
 
+    @shows_errors
+    def preview(self) -> Preview | None:
+        """Show the request :attr:`value` would send now (Preview button); nothing is sent.
+
+        The picked variables and ``@name`` mentions go with it as with Send,
+        and stay picked. The preview's record is returned (None on an error).
+        """
+        query = self.value
+        if not query.strip():
+            raise InputError("the question is empty; type what you would ask, then Preview")
+        named, note = mentioned(query)
+        picked = [self._notebook.describe(n) for n in self.picked] if self._notebook else []
+        self.chat.prices = self._prices or None
+        shown = self.chat.preview(self.thread_id, query, model=self.model or None,
+                                  context=[*picked, *named])  # fmt: skip
+        self.preview_html = markup.styled(preview_html(shown)[0])
+        self._set_status(note)
+        return shown
+
+    def close_preview(self) -> None:
+        """Hide the preview."""
+        self.preview_html = ""
+
     def stop(self) -> None:
         """Stop the answer streaming in the background (what Escape and Stop do).
 
@@ -452,10 +480,12 @@ class ChatPanel(anywidget.AnyWidget):
             return
         event = content.get("event")
         value = content.get("value")
-        if event in ("value", "submit") and isinstance(value, str):
+        if event in ("value", "submit", "preview") and isinstance(value, str):
             self.set_state({"value": value})  # as a state update: not sent back
         if event == "submit":
             self.submit()
+        elif event == "preview":
+            self.preview()
         elif event == "stop":
             self.stop()
         elif event == "poll":
@@ -678,7 +708,7 @@ class ChatPanel(anywidget.AnyWidget):
 _INTENTS = {
     "new": "new_thread", "delete": "delete", "confirm_delete": "confirm_delete",
     "cancel_delete": "cancel_delete", "earlier": "show_earlier", "refresh": "_on_refresh",
-    "variables": "refresh_variables",
+    "variables": "refresh_variables", "close_preview": "close_preview",
 }
 
 
