@@ -64,14 +64,23 @@ class Scrubbed:
 KEY_IN_USE = "a key nbchat uses"
 
 
-def scrub_names(text: str) -> Scrubbed:
-    """What :func:`scrub` makes of ``text``, with the names of what it replaced (nothing noted)."""
+def known_secrets() -> dict[str, str]:
+    """The values :func:`scrub` replaces now, each with the name it goes by."""
     named: dict[str, str] = {}  # value -> the first name it goes by
     for name, value in sorted(os.environ.items()):
         if SECRET_NAME.search(name) and len(value.strip()) >= MIN_SECRET:
             named.setdefault(value.strip(), name)
     for secret in _remembered:
         named.setdefault(secret, KEY_IN_USE)
+    return named
+
+
+def scrub_names(text: str, named: dict[str, str] | None = None) -> Scrubbed:
+    """What :func:`scrub` makes of ``text``, with the names of what it replaced (nothing noted).
+
+    ``named`` is :func:`known_secrets` once for many texts.
+    """
+    named = known_secrets() if named is None else named
     found: list[str] = []
     for secret in sorted(named, key=len, reverse=True):  # a key inside a longer one
         if secret in text:

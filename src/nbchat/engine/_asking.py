@@ -15,6 +15,7 @@ from typing import Any
 
 from ..base._secrets import Scrubbed, noting_scrubs
 from ..base.config import ENV_WINDOW
+from ..base.errors import InputError
 from ..base.options import Options, check_options
 from ..base.policy import Policy
 from ..context import as_items
@@ -111,17 +112,22 @@ class _Asking(_Engine):
         return self._preview(spec, _sources(thread, upto, spec.context, self.instructions,
                                             compacted), [*scrubbed, *noted])  # fmt: skip
 
-    def compact(self, thread_id: int, *, model: str | None = None) -> Summary | None:
+    def compact(
+        self, thread_id: int, *, model: str | None = None, covers: int | None = None
+    ) -> Summary | None:
         """Make (or reuse) the summary the thread's next question would send; None if none.
 
         None when the thread fits the model's window, when the window is
         unknown, when the model is too small to summarise well (the oldest
         turns are then dropped), or when the model's reply could not be used.
+        ``covers`` summarises the first ``covers`` turns now, fitting or not.
         The summary is saved with the thread, whatever its window setting.
         """
         thread = self.store.get(thread_id)
         model = Policy.from_env().model(model or thread.model) or thread.model
         options = self._options(thread_options(thread))
+        if covers is not None:
+            return self._summary_of(thread, covers, model, options)
         history = self._thread_history(thread, upto=len(thread.turns))
         history.chat_as_user("(the next question)")
         offered = self._offered(model, (thread.settings or {}).get("builtin_tools"))
@@ -174,6 +180,24 @@ class _Asking(_Engine):
             return Compacted(history)
         self._save_summary(thread, made)
         return Compacted(with_summary(history, thread, upto, made), made)
+
+    def _summary_of(self, thread: Thread, covers: int, model: str,
+                    options: Options) -> Summary | None:  # fmt: skip
+        """The summary of the thread's first ``covers`` turns: the current one, or made now."""
+        if not 0 < covers <= len(thread.turns):
+            raise InputError(f"thread {thread.id} has {len(thread.turns)} turns; covers must be "
+                             f"1 to {len(thread.turns)}, got {covers}")  # fmt: skip
+        size = self.llm.context_size(model, options)
+        if self._is_small(model) or not size:
+            return None
+        summary = current_summary(thread, len(thread.turns))
+        if summary is not None and summary.covers == covers:
+            return summary
+        maker = Summarizer(self.llm, model, size, provider_only(options))
+        made = summarize(thread, covers, maker, summary)
+        if made is not None:
+            self._save_summary(thread, made)
+        return made
 
     def _save_summary(self, thread: Thread, summary: Summary) -> None:
         """Keep ``summary`` in the thread's settings (one write), over the settings as stored."""

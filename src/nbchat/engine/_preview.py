@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from ..base._secrets import REDACTED, Scrubbed, scrub_names
+from ..base._secrets import REDACTED, Scrubbed, known_secrets, scrub_names
 from ..base.content import CONTEXT_NOTE, ContextItem, estimate_tokens
 from ..base.messages import Message
 from ..llm.client import ChatRequest
@@ -125,7 +125,8 @@ def preview_of(
         text = json.dumps(sent.tools, indent=1)
         parts.append(PreviewPart(-1, "tools", f"tool schemas ({names})", text,
                                  estimate_tokens(json.dumps(list(sent.tools)))))  # fmt: skip
-    parts = [_with_secrets(part, noted) for part in parts]
+    secrets = known_secrets()
+    parts = [_with_secrets(part, noted, secrets) for part in parts]
     tokens = sum(part.tokens for part in parts)
     limit = spec.options.get("max_tokens")
     cost = None if price is None else price.cost(tokens, 0)
@@ -192,7 +193,8 @@ def _item_part(item: ContextItem, index: int, turn: int | None) -> PreviewPart:
     return PreviewPart(index, "user", source, text, tokens, turn, item.image is not None)
 
 
-def _with_secrets(part: PreviewPart, noted: Iterable[Scrubbed]) -> PreviewPart:
+def _with_secrets(part: PreviewPart, noted: Iterable[Scrubbed],
+                  secrets: dict[str, str]) -> PreviewPart:  # fmt: skip
     """``part`` with the names of what was scrubbed in it, and of what it holds as typed."""
     names: list[str] = []
     if REDACTED in part.text:
@@ -201,7 +203,7 @@ def _with_secrets(part: PreviewPart, noted: Iterable[Scrubbed]) -> PreviewPart:
                 names += done.names
         if not names:
             names.append(EARLIER)
-    typed = scrub_names(part.text).names
+    typed = scrub_names(part.text, secrets).names
     if not names and not typed:
         return part
     return PreviewPart(

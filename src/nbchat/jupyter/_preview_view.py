@@ -9,7 +9,7 @@ that a part holds as typed is masked here (and named), never shown.
 from __future__ import annotations
 
 from ..base import markup
-from ..base._secrets import scrub_names
+from ..base._secrets import known_secrets, scrub_names
 from ..base.markup import SafeHTML
 from ..engine._preview import Preview, PreviewPart
 from ..engine._usage import dollars
@@ -47,21 +47,22 @@ def preview_html(preview: Preview) -> tuple[SafeHTML, str]:
     lines = preview_lines(preview)
     head = [markup.element("p", markup.element("strong", lines[0]))]
     head += [markup.text(line, block=True) for line in lines[1:]]
-    rows = [_row(part) for part in preview.parts]
+    secrets = known_secrets()
+    rows = [_row(part, secrets) for part in preview.parts]
     table = markup.table(("#", "role", "source", "tokens", "what the model reads"), rows)
-    body = _shown(preview.content.decode("utf-8", "replace"))
+    body = _shown(preview.content.decode("utf-8", "replace"), secrets)
     whole = markup.details(f"the request body ({len(preview.content):,} bytes)",
                            markup.code(body, None), cls="nbchat-preview")  # fmt: skip
-    plain = "\n".join([*lines, *(_plain(part) for part in preview.parts)])
+    plain = "\n".join([*lines, *(_plain(part, secrets) for part in preview.parts)])
     return markup.join([*head, table, whole]), plain
 
 
-def _row(part: PreviewPart) -> list[SafeHTML | str]:
+def _row(part: PreviewPart, secrets: dict[str, str]) -> list[SafeHTML | str]:
     where = "" if part.message < 0 else str(part.message + 1)
     notes = [f"scrubbed: {', '.join(part.scrubbed)}"] if part.scrubbed else []
     notes += ["an image goes with it"] if part.image else []
     source = part.source + (f" ({'; '.join(notes)})" if notes else "")
-    return [where, part.role, source, f"{part.tokens:,}", _folded(_shown(part.text))]
+    return [where, part.role, source, f"{part.tokens:,}", _folded(_shown(part.text, secrets))]
 
 
 def _folded(text: str) -> SafeHTML:
@@ -73,14 +74,14 @@ def _folded(text: str) -> SafeHTML:
     return markup.details(summary, markup.code(text, None), cls="nbchat-preview")
 
 
-def _shown(text: str) -> str:
+def _shown(text: str, secrets: dict[str, str]) -> str:
     """``text`` with the value of any secret-named variable masked (a preview never shows one)."""
-    return scrub_names(text).text
+    return scrub_names(text, secrets).text
 
 
-def _plain(part: PreviewPart) -> str:
+def _plain(part: PreviewPart, secrets: dict[str, str]) -> str:
     where = "tools" if part.message < 0 else f"{part.message + 1}"
-    text = _shown(part.text)
+    text = _shown(part.text, secrets)
     shown = text if len(text) <= HEAD_CHARS else text[:HEAD_CHARS] + f"… ({len(text):,} chars)"
     return f"[{where}] {part.role} · {part.source} · {part.tokens:,} tokens\n    {shown}"
 

@@ -68,8 +68,8 @@ from ..base import markup
 from ..base.content import ContextItem
 from ..base.errors import InputError, NbchatError
 from ..base.events import Event
-from ..engine._usage import Price, parse_prices, prices_from_env, thread_usage_line
 from ..engine._preview import Preview
+from ..engine._usage import Price, parse_prices, prices_from_env, thread_usage_line
 from ..engine.chat import Chat
 from ..mcp.tools import servers_line
 from ..store.base import Thread, ThreadInfo
