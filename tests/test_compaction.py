@@ -47,12 +47,14 @@ def long_thread(chat: Chat, turns: int = 200) -> int:
 
 
 def make_chat(server: ScriptedServer, tmp_path, **kwargs) -> Chat:
-    return Chat(base_url=server.url, model="scripted-small", store=tmp_path / "store",
+    store = kwargs.pop("store", tmp_path / "store")
+    return Chat(base_url=server.url, model="scripted-small", store=store,
                 builtin_tools=False, window="summarize", **kwargs)  # fmt: skip
 
 
-def test_a_long_thread_sends_a_summary_made_once_and_keeps_every_turn(server, tmp_path):
-    chat = make_chat(server, tmp_path)
+def test_a_long_thread_sends_a_summary_made_once_and_keeps_every_turn(server, tmp_path,
+                                                                      location):  # fmt: skip
+    chat = make_chat(server, tmp_path, store=location)
     thread = long_thread(chat)
     first = chat.ask(thread, "What was the first number?")
     assert first.text == "Noted."
@@ -83,16 +85,16 @@ def test_without_summarize_the_oldest_turns_are_dropped_as_before(server, tmp_pa
     assert summaries(server) == [] and SETTING not in (chat.store.get(thread).settings or {})
 
 
-def test_a_store_reopened_in_another_process_reuses_the_summary(server, tmp_path):
-    chat = make_chat(server, tmp_path)
+def test_a_store_reopened_in_another_process_reuses_the_summary(server, tmp_path, location):
+    chat = make_chat(server, tmp_path, store=location)
     thread = long_thread(chat)
     chat.ask(thread, "What was the first number?")
     made = len(summaries(server))
-    store = str(tmp_path / "store")
+    store = location
     script = textwrap.dedent(f"""
         from nbchat import Chat
         chat = Chat(base_url={server.url!r}, model="scripted-small", store={store!r},
-                    builtin_tools=False, window="summarize")
+                    user={chat.user!r}, builtin_tools=False, window="summarize")
         print(chat.ask({thread}, "Anything else?").text)
     """)  # fmt: skip
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
