@@ -122,3 +122,15 @@ def test_a_malformed_cap_fails_closed(scripted_server, tmp_path, priced, monkeyp
     with pytest.raises(OverBudget) as raised:
         chat.ask(chat.new_thread(), "Hello?")
     assert raised.value.budget == 0.0
+
+
+def test_a_hard_cap_holds_for_a_history_question_too(scripted_server, tmp_path, priced,
+                                                    monkeypatch):  # fmt: skip
+    from nbchat import ChatHistory
+
+    monkeypatch.setenv("NBCHAT_MAX_BUDGET", "0")
+    monkeypatch.setenv("NBCHAT_HARD_BUDGET", "1")
+    chat = make_chat(scripted_server, tmp_path)
+    with pytest.raises(OverBudget):
+        chat.ask_with_history("Hello?", ChatHistory(), over_budget=True)
+    assert scripted_server.chat_requests == []

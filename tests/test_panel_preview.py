@@ -32,3 +32,21 @@ def test_an_empty_question_has_nothing_to_preview(scripted_server: ScriptedServe
     panel = ChatPanel(chat=chat)
     assert panel.preview() is None
     assert "the question is empty" in panel.status and panel.preview_html == ""
+
+
+def test_a_question_over_budget_asks_in_the_panel_then_sends(scripted_server, tmp_path,
+                                                             monkeypatch):  # fmt: skip
+    monkeypatch.setenv("NBCHAT_PRICES", '{"scripted-small": [100, 400]}')
+    scripted_server.script(Reply("Sent anyway."))
+    chat = Chat(base_url=scripted_server.url, model="scripted-small", store=tmp_path / "s",
+                budget=0.01)  # fmt: skip
+    panel = ChatPanel(chat=chat)
+    panel.value = "An expensive question?"
+    panel.submit()
+    assert asked(scripted_server) == [] and chat.threads() == []  # nothing sent, nor kept
+    assert "would cost ≈ $" in panel.confirm and panel.confirm_action == "Send anyway"
+    assert panel.value == "An expensive question?"
+    panel._on_front_end_msg(None, {"event": "confirm_delete"}, [])  # the bar's yes
+    panel.wait()
+    assert len(asked(scripted_server)) == 1 and panel.confirm == ""
+    assert "Sent anyway." in panel.conversation.text

@@ -44,7 +44,10 @@ def print_events(events: Iterable[Event], out: TextIO = sys.stdout) -> TurnFinis
             out.write(event.text)
             out.flush()
         elif isinstance(event, ContextWindowed):
-            out.write(f"[{event.dropped_turns} earlier turns left out to fit the context]\n")
+            if event.summarized_turns:
+                out.write(f"[turns 1–{event.summarized_turns} sent as a summary]\n")
+            if event.dropped_turns:
+                out.write(f"[{event.dropped_turns} earlier turns left out to fit the context]\n")
         elif isinstance(event, ToolResult):
             out.write(f"\n[tool {event.call.name}: {len(event.output)} chars]\n")
         elif isinstance(event, ToolCallPending):

@@ -242,9 +242,8 @@ class _Engine:
         over_budget: bool = False,
     ) -> Answer:
         spec = self._history_spec(question, history, model, update, options, attached, mcp)
-        if not over_budget:
-            self._check_budget(lambda: self._preview(spec, Sources()), (), spec.options,
-                               confirmed=False)  # fmt: skip
+        self._check_budget(lambda: self._preview(spec, Sources()), (), spec.options,
+                           confirmed=over_budget)  # fmt: skip
         return Answer.streaming(self._spending(run_turn(spec)), spec.stop)
 
     def preview_with_history(

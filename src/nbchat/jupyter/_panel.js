@@ -370,6 +370,7 @@ function render({ model, el }) {
     const question = model.get("confirm");
     confirm.hidden = !question;
     confirmText.textContent = question;
+    confirmYes.textContent = model.get("confirm_action") || "Delete";
   };
 
   const drawPreview = () => {
@@ -711,7 +712,7 @@ function render({ model, el }) {
     drawHeader();
     drawThreads();
   });
-  on("change:title change:confirm", drawHeader);
+  on("change:title change:confirm change:confirm_action", drawHeader);
   on("change:preview_html", drawPreview);
   on("change:messages change:hidden", drawMessages);
   on("change:streaming_message", drawLive);
