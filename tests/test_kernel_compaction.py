@@ -56,3 +56,4 @@ def test_compact_then_ask_sends_the_summary_and_show_keeps_every_turn(kernel, se
     assert summaries(server) == made
     shown = kernel.ok("%chat --show", interactive=False).text()
     assert all(f"Count {n} please." in shown for n in (0, 1, 100, 199))
+    assert "sent in their place" in shown and SUMMARY in shown

@@ -97,6 +97,8 @@ class _Asking(_Engine):
             thread = _pending.abandoned_view(self.store.get(thread_id))
             if model is None:
                 self._check_endpoint(thread)
+        if model is not None:  # as asking checks it, without saving the endpoint
+            _endpoints.check_model(model, self.llm.settings, self.llm.list_models)
         asked = self._question(thread, query, model, options, mcp)
         upto = len(thread.turns)
         history = self._thread_history(thread, upto=upto)
