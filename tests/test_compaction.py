@@ -13,6 +13,7 @@ import pytest
 from nbchat import Chat
 from nbchat.engine._compaction import SETTING, SUMMARY_REQUEST, Summary
 from nbchat.testing import Reply, ScriptedServer
+from provider_helpers import PROVIDERS, base_url
 from shell_helpers import asked
 
 CONTEXT = 2000
@@ -20,7 +21,7 @@ SUMMARY = "The person counted turns; the assistant confirmed each number. Nothin
 
 
 def is_summary_request(request) -> bool:
-    return request.messages[-1].get("content") == SUMMARY_REQUEST
+    return SUMMARY_REQUEST in json.dumps(request.messages[-1].get("content"))
 
 
 def questions(server: ScriptedServer) -> list:
@@ -158,8 +159,12 @@ def test_a_short_thread_has_nothing_to_compact(server, tmp_path):
     assert chat.compact(thread) is None and summaries(server) == []
 
 
-def test_the_preview_shows_the_summary_and_equals_what_is_sent(server, tmp_path):
-    chat = make_chat(server, tmp_path)
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_the_preview_shows_the_summary_and_equals_what_is_sent(server, tmp_path, provider,
+                                                               monkeypatch):  # fmt: skip
+    monkeypatch.setenv("NBCHAT_CONTEXT_SIZE", str(CONTEXT))  # Anthropic's window is not asked
+    chat = Chat(base_url=base_url(server, provider), provider=provider, model="scripted-small",
+                store=tmp_path / "store", builtin_tools=False, window="summarize")
     thread = long_thread(chat)
     needs = chat.preview(thread, "Next?")
     assert needs.needs_summary and summaries(server) == []  # the preview makes no summary

@@ -74,15 +74,16 @@ def test_the_preview_is_what_the_question_then_sends(scripted_server, provider, 
     assert preview.left_out == ()
 
 
-def test_a_windowed_thread_says_which_turns_it_leaves_out(scripted_server, tmp_path):
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_windowed_thread_says_which_turns_it_leaves_out(scripted_server, tmp_path, provider,
+                                                          monkeypatch):  # fmt: skip
+    monkeypatch.setenv("NBCHAT_CONTEXT_SIZE", "1500")
     scripted_server.script(Reply("An answer of a few words."))
-    chat = Chat(base_url=scripted_server.url, model="scripted-small", store=tmp_path / "s",
-                builtin_tools=False)  # fmt: skip
+    chat = chat_for(scripted_server, provider, tmp_path, builtin_tools=False)
     thread = chat.new_thread()
+    chat.update_thread_title(thread, "Long")
     for n in range(30):
         chat.append_response(thread, f"question {n} " + "word " * 40, "answer " * 40)
-    chat.settings = chat.settings.with_(context_size=1500)
-    chat.llm.settings = chat.llm.settings.with_(context_size=1500)
     preview, sent = sent_after(chat, scripted_server, thread, "And now?")
     assert preview.content == sent.raw
     assert preview.left_out and preview.left_out == tuple(range(len(preview.left_out)))
