@@ -51,6 +51,7 @@ from .base.errors import (
 from .base.records import AnsweredCall, PendingCall, Prompt
 from .context import ContextItem, describe
 from .context.run_code import RunCode
+from .engine._compaction import Summary
 from .engine._preview import Preview, PreviewPart
 from .engine.chat import LLM, Answer, AnswerText, Chat
 from .engine.history import ChatHistory, Message
@@ -112,6 +113,7 @@ __all__ = [
     "StoreUnsafe",
     "StoreVersionError",
     "StreamCutOff",
+    "Summary",
     "ThreadNotFound",
     "ThreadStore",
     "ToolContext",

@@ -254,6 +254,6 @@ def _sources(thread: Thread, upto: int, sent: ChatHistory, instructions: str,
     kept = len(sent.turns()) - 1
     left_out = tuple(i for i in turns[: len(turns) - kept] if i not in covered)
     return Sources(
-        turns, thread.system, instructions, summary.system_text() if summary else "",
+        turns, instructions, summary.system_text() if summary else "",
         summary.turns if summary else (), left_out, compacted.needs_summary,
     )  # fmt: skip

@@ -262,8 +262,7 @@ class _Engine:
             spec = self._history_spec(question, history, model, False, options, context, mcp)
         turns = range(len(history.turns()))
         kept = len(spec.context.turns()) - 1
-        sources = Sources(turns, history.system, self.instructions,
-                          left_out=tuple(turns[: len(turns) - kept]))  # fmt: skip
+        sources = Sources(turns, self.instructions, left_out=tuple(turns[: len(turns) - kept]))
         return self._preview(spec, sources, [*scrubbed, *noted])
 
     def _history_spec(

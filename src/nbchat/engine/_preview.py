@@ -89,7 +89,6 @@ class Sources:
     """What tells the parts apart: the thread's turns behind the earlier messages, the prompts."""
 
     turns: Sequence[int] = ()  # thread turn index of each earlier turn in the history
-    system: str | None = None  # the thread's own system prompt
     instructions: str = ""  # the project instructions joined to it
     summary: str = ""  # the summary of early turns joined to it
     summary_of: tuple[int, ...] = ()
