@@ -166,16 +166,16 @@ class ChatMagics(Magics):
         help="Dollars a thread may cost (at `prices`) before a question asks first; None: "
         "NBCHAT_BUDGET. The administrator's NBCHAT_MAX_BUDGET caps it.",
     ).tag(config=True)
+    kernel_budget = Float(
+        None, allow_none=True,
+        help="Dollars this kernel may spend before a question asks first; None: "
+        "NBCHAT_KERNEL_BUDGET. NBCHAT_MAX_KERNEL_BUDGET caps it.",
+    ).tag(config=True)
     window = CaselessStrEnum(
         ("drop", "summarize"), None, allow_none=True,
         help="When a thread outgrows the model's window: 'drop' its oldest turns from what is "
         "sent, or 'summarize' them (a summary the model writes once, kept with the thread); "
         "None: NBCHAT_WINDOW, else drop. A thread's own setting wins.",
-    ).tag(config=True)
-    kernel_budget = Float(
-        None, allow_none=True,
-        help="Dollars this kernel may spend before a question asks first; None: "
-        "NBCHAT_KERNEL_BUDGET. NBCHAT_MAX_KERNEL_BUDGET caps it.",
     ).tag(config=True)
 
     @validate("api_key")
