@@ -620,3 +620,24 @@ def test_the_local_model_calls_a_named_tool_and_answers_from_its_result(
     print(f"local client-tool round trips: {succeeded} of {len(CITIES)}")
     assert succeeded >= 14
 
+
+
+def test_a_long_thread_on_the_bundled_model_drops_its_oldest_turns(server, tmp_path: Path):
+    """The bundled model summarises badly: with the summarize window its real (4,096-token)
+    window still drops the oldest turns, and every request fits it."""
+    from nbchat.base.events import ContextWindowed
+
+    chat = nbchat.Chat(base_url=server.url, model=server.model, store=tmp_path / "store",
+                       window="summarize", options={"temperature": 0.0, "max_tokens": 20})
+    thread = chat.new_thread()
+    chat.update_thread_title(thread, "Counting")
+    for n in range(200):
+        chat.append_response(thread, f"Remember the number {n * 7}, please.",
+                             f"I will remember {n * 7}.")  # fmt: skip
+    assert chat.compact(thread) is None
+    events = list(chat.iter_ask(thread, "Which number came last?"))
+    windowed = [e for e in events if isinstance(e, ContextWindowed)]
+    assert windowed and windowed[0].dropped_turns > 0 and windowed[0].summarized_turns == 0
+    stored = chat.store.get(thread)
+    assert stored.turns[-1].status in ("complete", "incomplete")  # the server took the request
+    assert len(stored.turns) == 201 and "summary" not in (stored.settings or {})

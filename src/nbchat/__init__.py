@@ -32,6 +32,7 @@ from .base.errors import (
     NbchatError,
     NoPendingCall,
     OptionRejected,
+    OverBudget,
     RateLimited,
     ServerError,
     StoreCorrupt,
@@ -50,6 +51,8 @@ from .base.errors import (
 from .base.records import AnsweredCall, PendingCall, Prompt
 from .context import ContextItem, describe
 from .context.run_code import RunCode
+from .engine._compaction import Summary
+from .engine._preview import Preview, PreviewPart
 from .engine.chat import LLM, Answer, AnswerText, Chat
 from .engine.history import ChatHistory, Message
 from .store._open import open_store
@@ -91,8 +94,11 @@ __all__ = [
     "NbchatError",
     "NoPendingCall",
     "OptionRejected",
+    "OverBudget",
     "PendingCall",
     "PostgresStore",
+    "Preview",
+    "PreviewPart",
     "Prompt",
     "RateLimited",
     "Requirement",
@@ -107,6 +113,7 @@ __all__ = [
     "StoreUnsafe",
     "StoreVersionError",
     "StreamCutOff",
+    "Summary",
     "ThreadNotFound",
     "ThreadStore",
     "ToolContext",

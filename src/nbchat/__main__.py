@@ -63,7 +63,10 @@ def print_events(events: Iterable[Event], out: TextIO = sys.stdout) -> TurnFinis
 def _write_event(event: Event, out: TextIO) -> None:
     """One line for an event other than text: tools, waiting calls, windows, endings."""
     if isinstance(event, ContextWindowed):
-        out.write(f"[{event.dropped_turns} earlier turns left out to fit the context]\n")
+        if event.summarized_turns:
+            out.write(f"[turns 1–{event.summarized_turns} sent as a summary]\n")
+        if event.dropped_turns:
+            out.write(f"[{event.dropped_turns} earlier turns left out to fit the context]\n")
     elif isinstance(event, ToolResult):
         out.write(f"\n[tool {for_terminal(event.call.name)}: {len(event.output)} chars]\n")
     elif isinstance(event, ToolCallPending):

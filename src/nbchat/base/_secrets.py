@@ -19,7 +19,10 @@ from __future__ import annotations
 import os
 import re
 import threading
-from dataclasses import fields
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, fields
 from typing import Any
 
 REDACTED = "[redacted]"
@@ -40,14 +43,64 @@ def remember(secret: str | None) -> None:
 
 def scrub(text: str) -> str:
     """``text`` without the remembered keys nor the values of secret-named variables."""
-    known = _remembered | {
-        value.strip()
-        for name, value in os.environ.items()
-        if SECRET_NAME.search(name) and len(value.strip()) >= MIN_SECRET
-    }
-    for secret in sorted(known, key=len, reverse=True):  # a key inside a longer one
-        text = text.replace(secret, REDACTED)
-    return text
+    done = scrub_names(text)
+    noted = _noted.get()
+    if noted is not None and done.names:
+        noted.append(done)
+    return done.text
+
+
+@dataclass(frozen=True)
+class Scrubbed:
+    """Text after :func:`scrub`, and the names of the variables whose values it replaced.
+
+    A key nbchat uses that no variable names is ``KEY_IN_USE``; never the value.
+    """
+
+    text: str
+    names: tuple[str, ...] = ()
+
+
+KEY_IN_USE = "a key nbchat uses"
+
+
+def known_secrets() -> dict[str, str]:
+    """The values :func:`scrub` replaces now, each with the name it goes by."""
+    named: dict[str, str] = {}  # value -> the first name it goes by
+    for name, value in sorted(os.environ.items()):
+        if SECRET_NAME.search(name) and len(value.strip()) >= MIN_SECRET:
+            named.setdefault(value.strip(), name)
+    for secret in _remembered:
+        named.setdefault(secret, KEY_IN_USE)
+    return named
+
+
+def scrub_names(text: str, named: dict[str, str] | None = None) -> Scrubbed:
+    """What :func:`scrub` makes of ``text``, with the names of what it replaced (nothing noted).
+
+    ``named`` is :func:`known_secrets` once for many texts.
+    """
+    named = known_secrets() if named is None else named
+    found: list[str] = []
+    for secret in sorted(named, key=len, reverse=True):  # a key inside a longer one
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+            found.append(named[secret])
+    return Scrubbed(text, tuple(dict.fromkeys(found)))
+
+
+@contextmanager
+def noting_scrubs() -> Iterator[list[Scrubbed]]:
+    """Within the block, every :func:`scrub` that replaced something (this thread or task)."""
+    noted: list[Scrubbed] = []
+    token = _noted.set(noted)
+    try:
+        yield noted
+    finally:
+        _noted.reset(token)
+
+
+_noted: ContextVar[list[Scrubbed] | None] = ContextVar("nbchat_noted_scrubs", default=None)
 
 
 # The user (and password) of a URL: scheme://USERINFO@host, stopping at the path.

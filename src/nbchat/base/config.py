@@ -25,7 +25,10 @@ from .policy import ENV_ALLOWED_MODELS as ENV_ALLOWED_MODELS
 from .policy import ENV_DISABLE_LOCAL_MODEL as ENV_DISABLE_LOCAL_MODEL
 from .policy import ENV_FORCE_BASE_URL as ENV_FORCE_BASE_URL
 from .policy import ENV_FORCE_MODEL as ENV_FORCE_MODEL
+from .policy import ENV_HARD_BUDGET as ENV_HARD_BUDGET
 from .policy import ENV_MAX_APPROVAL as ENV_MAX_APPROVAL
+from .policy import ENV_MAX_BUDGET as ENV_MAX_BUDGET
+from .policy import ENV_MAX_KERNEL_BUDGET as ENV_MAX_KERNEL_BUDGET
 from .policy import Policy
 
 ENV_BASE_URL = "NBCHAT_BASE_URL"
@@ -51,6 +54,9 @@ ENV_LOCAL_MODEL = "NBCHAT_LOCAL_MODEL"
 ENV_NO_AUTOLOAD = "NBCHAT_NO_AUTOLOAD"
 ENV_LIVE = "NBCHAT_LIVE"
 ENV_PRICES = "NBCHAT_PRICES"
+ENV_BUDGET = "NBCHAT_BUDGET"  # dollars a thread may cost before a question asks first
+ENV_KERNEL_BUDGET = "NBCHAT_KERNEL_BUDGET"  # dollars this kernel may spend before that
+ENV_WINDOW = "NBCHAT_WINDOW"  # "summarize": long threads send a summary of their oldest turns
 ENV_MCP = "NBCHAT_MCP"  # "off": no MCP server starts
 ENV_MCP_ALLOW = "NBCHAT_MCP_ALLOW"  # patterns a server's command line or URL must match
 ENV_MCP_ADMIN_CONFIG = "NBCHAT_MCP_ADMIN_CONFIG"  # the administrator's mcp.json, if not the default

@@ -34,6 +34,7 @@
     │   ├── NoPendingCall (LookupError)
     │   │   └── AlreadyAnswered        another answer to the call won the race
     │   └── McpServerError             an MCP server did not start, died or did not answer
+    ├── OverBudget                     a question's estimated cost would cross a budget
     └── TurnInterrupted                the user stopped a turn; the partial answer is kept
 
 Messages say what was wrong, naming the thing, then what to do. Structured
@@ -270,6 +271,31 @@ class AlreadyAnswered(NoPendingCall):
         self.thread_id = thread_id
         self.call_id = call_id
         self.answer = answer  # the answer that was recorded, in words ("" if unknown)
+
+
+class OverBudget(NbchatError):
+    """A question's estimated cost would cross a budget; nothing was saved or sent.
+
+    ``hard`` is true for the administrator's hard cap, which no yes lifts;
+    otherwise asking again with ``over_budget=True`` (``--over-budget``) sends it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        scope: str = "thread",
+        budget: float | None = None,
+        spent: float = 0.0,
+        estimate: float | None = None,
+        hard: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.scope = scope
+        self.budget = budget
+        self.spent = spent
+        self.estimate = estimate
+        self.hard = hard
 
 
 class TurnInterrupted(NbchatError):

@@ -157,13 +157,15 @@ class ToolCallAbandoned:
 
 @dataclass(frozen=True)
 class ContextWindowed:
-    """The request holds only the newest turns: ``dropped_turns`` earlier ones were left out.
+    """The request holds only the newest turns: ``dropped_turns`` earlier ones were left out,
+    and the first ``summarized_turns`` went as a summary.
 
     The thread itself keeps them all; only what is sent to the model is shorter.
     """
 
     dropped_turns: int
     context_size: int | None = None
+    summarized_turns: int = 0  # the thread's first turns, sent as a summary the model wrote
 
 
 @dataclass(frozen=True)

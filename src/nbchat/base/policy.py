@@ -16,6 +16,13 @@ override them:
 ``NBCHAT_MAX_APPROVAL``
     The loosest approval policy anyone may choose for the model's code and
     tools (``always``, ``risky``, ``never-ask``): :func:`effective_approval`.
+``NBCHAT_MAX_BUDGET``, ``NBCHAT_MAX_KERNEL_BUDGET``
+    Dollars one thread, and one kernel, may cost at most: a question whose
+    estimate would cross either asks first, as a user's own budget does
+    (:func:`budget_cap`). Nothing a user sets raises them.
+``NBCHAT_HARD_BUDGET``
+    ``1``/``true``/``yes``: those caps refuse the question instead of asking,
+    and a question to a model with no price refuses too (its cost is unknown).
 
 Read at each use, so a server started with them keeps them. They bind
 nbchat's own code paths; code a user runs in the kernel can still change its
@@ -34,7 +41,8 @@ from ._secrets import redacted_repr
 from .errors import InputError, ModelNotAllowed
 
 __all__ = [
-    "APPROVALS", "Approval", "Policy", "check_approval", "effective_approval", "max_approval",
+    "APPROVALS", "Approval", "BudgetCap", "Policy", "budget_cap", "check_approval",
+    "effective_approval", "max_approval",
 ]
 
 ENV_ALLOWED_MODELS = "NBCHAT_ALLOWED_MODELS"
@@ -42,6 +50,9 @@ ENV_FORCE_BASE_URL = "NBCHAT_FORCE_BASE_URL"
 ENV_FORCE_MODEL = "NBCHAT_FORCE_MODEL"
 ENV_DISABLE_LOCAL_MODEL = "NBCHAT_DISABLE_LOCAL_MODEL"
 ENV_MAX_APPROVAL = "NBCHAT_MAX_APPROVAL"
+ENV_MAX_BUDGET = "NBCHAT_MAX_BUDGET"
+ENV_MAX_KERNEL_BUDGET = "NBCHAT_MAX_KERNEL_BUDGET"
+ENV_HARD_BUDGET = "NBCHAT_HARD_BUDGET"
 
 _TRUE = ("1", "true", "yes", "on")
 
@@ -137,3 +148,56 @@ def check_approval(value: object) -> Approval:
     if value not in APPROVALS:
         raise InputError(f"unknown approval policy {value!r}; use one of: {', '.join(APPROVALS)}")
     return next(a for a in APPROVALS if a == value)
+
+
+@dataclass(frozen=True)
+class BudgetCap:
+    """The administrator's caps in dollars, per thread and per kernel, and whether they refuse."""
+
+    thread: float | None = None
+    kernel: float | None = None
+    hard: bool = False
+
+    @property
+    def is_set(self) -> bool:
+        return self.thread is not None or self.kernel is not None
+
+
+def _dollars(environ: Mapping[str, str], name: str) -> float | None:
+    """A cap in dollars; a value that is not a number of 0 or more caps at 0 (fails closed)."""
+    value = environ.get(name, "").strip().lstrip("$")
+    if not value:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return 0.0
+    return number if number >= 0 and number == number else 0.0  # NaN: 0 too
+
+
+def _budget_cap(environ: Mapping[str, str]) -> BudgetCap:
+    hard = environ.get(ENV_HARD_BUDGET, "").strip().lower() in _TRUE
+    return BudgetCap(_dollars(environ, ENV_MAX_BUDGET), _dollars(environ, ENV_MAX_KERNEL_BUDGET),
+                     hard)  # fmt: skip
+
+
+_BUDGET_AT_IMPORT: Final[BudgetCap] = _budget_cap(os.environ)
+
+
+def _lower(*limits: float | None) -> float | None:
+    given = [limit for limit in limits if limit is not None]
+    return min(given) if given else None
+
+
+def budget_cap(environ: Mapping[str, str] | None = None) -> BudgetCap:
+    """The administrator's budget caps; unset: none.
+
+    Without ``environ``: the stricter of their values when nbchat was first
+    imported and now (the lower cap, hard if either is), so changing
+    ``os.environ`` in the notebook cannot lift them.
+    """
+    if environ is not None:
+        return _budget_cap(environ)
+    then, now = _BUDGET_AT_IMPORT, _budget_cap(os.environ)
+    return BudgetCap(_lower(then.thread, now.thread), _lower(then.kernel, now.kernel),
+                     then.hard or now.hard)  # fmt: skip

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ..base._secrets import remember
+from ..base._secrets import Scrubbed, noting_scrubs, remember
 from ..base.config import ENV_TOOLLESS_MODELS, Settings, resolve
 from ..base.errors import InputError, NbchatError
+from ..base.events import Event, TurnFinished
 from ..base.options import Options, check_options, env_options, merge_options
+from ..base.policy import budget_cap
 from ..context import as_items
 from ..llm import LLMClient
 from ..llm._stop import StopSignal
@@ -26,9 +28,12 @@ from ..mcp.tools import Selection, mcp_tool_named, mcp_tools
 from ..store.base import Thread, Turn
 from ..tools import BUILTIN_CLIENT_TOOLS, ClientTool, Toolbox, ToolContext
 from ._answer import Answer
+from ._budget import KERNEL, Budget, check_budget, estimate, usage_cost
 from ._endings import fit_history, refit_history, request_tokens
+from ._preview import Preview, Sources, preview_of
 from ._recorders import HistoryRecorder
-from ._turn import NullRecorder, TurnSpec, run_turn
+from ._turn import NullRecorder, TurnSpec, round_request, run_turn
+from ._usage import Price, dearest_prices, prices_from_env
 from .history import ChatHistory
 
 
@@ -50,6 +55,8 @@ class _Engine:
         user: str | None = None,
         options: Mapping[str, Any] | None = None,
         mcp: Selection = None,
+        budget: float | None = None,
+        kernel_budget: float | None = None,
     ) -> None:
         self._explicit = dict(
             base_url=base_url,
@@ -69,6 +76,9 @@ class _Engine:
         self.max_tool_rounds = max_tool_rounds
         self.mcp = mcp
         self.instructions = ""  # project instructions added to every turn's system prompt
+        self.prices: Mapping[str, Price] | None = None  # None: NBCHAT_PRICES
+        self.budget = budget  # dollars a thread may cost before a question asks; None: env
+        self.kernel_budget = kernel_budget  # dollars this process may spend before that
         self._llm: LLMClient | None = None
 
     @property
@@ -172,6 +182,54 @@ class _Engine:
         )  # fmt: skip
         return spec
 
+    def price(self, model: str) -> Price | None:
+        """The configured price of ``model`` (``prices``, else ``NBCHAT_PRICES``), if any."""
+        return self._prices().get(model)
+
+    def _prices(self) -> Mapping[str, Price]:
+        return prices_from_env() if self.prices is None else self.prices
+
+    def _cap_prices(self) -> Mapping[str, Price]:
+        """Prices for the administrator's caps: the dearest known (see ``dearest_prices``)."""
+        return dearest_prices(self.prices or {})
+
+    def _check_budget(
+        self,
+        preview: Callable[[], Preview],
+        turns: Sequence[Turn],
+        options: Mapping[str, Any],
+        *,
+        confirmed: bool,
+        thread_id: int | None = None,
+    ) -> None:
+        """Raise OverBudget when the question ``preview`` builds would cross a budget."""
+        budget, cap = Budget.resolve(self.budget, self.kernel_budget), budget_cap()
+        if budget.thread is None and budget.kernel is None and not cap.is_set:
+            return
+        built = preview()
+        mine, theirs = self._prices(), self._cap_prices()
+        guess = estimate(built.tokens, options, built.model, mine.get(built.model))
+        cap_guess = estimate(built.tokens, options, built.model, theirs.get(built.model))
+        check_budget(guess, cap_guess, turns, (mine, theirs), budget, cap,
+                     confirmed=confirmed, thread_id=thread_id)  # fmt: skip
+
+    def _spending(self, events: Iterator[Event]) -> Iterator[Event]:
+        """``events``, each finished turn's cost added to what this kernel has spent."""
+        for event in events:
+            if type(event) is TurnFinished and event.usage is not None:
+                KERNEL.add(usage_cost(event.usage, self._cap_prices().get(event.model)))
+            yield event
+
+    def _preview(
+        self, spec: TurnSpec, sources: Sources, noted: Sequence[Scrubbed] = ()
+    ) -> Preview:
+        """The preview of the request the turn ``spec`` would send first."""
+        sent = round_request(spec)
+        request = self.llm.request(sent.messages, model=spec.model, tools=sent.tools,
+                                   options=sent.options)  # fmt: skip
+        return preview_of(spec, request, self.llm.settings.provider,
+                          sources, self.price(request.model), noted)  # fmt: skip
+
     def _history_turn(
         self,
         question: str,
@@ -181,7 +239,42 @@ class _Engine:
         options: Mapping[str, Any] | None = None,
         attached: Iterable[Any] = (),
         mcp: Selection = None,
+        over_budget: bool = False,
     ) -> Answer:
+        spec = self._history_spec(question, history, model, update, options, attached, mcp)
+        self._check_budget(lambda: self._preview(spec, Sources()), (), spec.options,
+                           confirmed=over_budget)  # fmt: skip
+        return Answer.streaming(self._spending(run_turn(spec)), spec.stop)
+
+    def preview_with_history(
+        self,
+        question: str,
+        history: ChatHistory,
+        model: str | None = None,
+        *,
+        options: Mapping[str, Any] | None = None,
+        context: Any = (),
+        mcp: Selection = None,
+        scrubbed: Sequence[Scrubbed] = (),
+    ) -> Preview:
+        """The request ``ask_with_history`` would send now, built and not sent (see ``preview``)."""
+        with noting_scrubs() as noted:
+            spec = self._history_spec(question, history, model, False, options, context, mcp)
+        turns = range(len(history.turns()))
+        kept = len(spec.context.turns()) - 1
+        sources = Sources(turns, self.instructions, left_out=tuple(turns[: len(turns) - kept]))
+        return self._preview(spec, sources, [*scrubbed, *noted])
+
+    def _history_spec(
+        self,
+        question: str,
+        history: ChatHistory,
+        model: str | None,
+        update: bool,
+        options: Mapping[str, Any] | None = None,
+        attached: Iterable[Any] = (),
+        mcp: Selection = None,
+    ) -> TurnSpec:
         check_text(question, "question")
         if not isinstance(history, ChatHistory):
             raise InputError(
@@ -199,7 +292,7 @@ class _Engine:
             recorder=HistoryRecorder(history, question) if update else NullRecorder(),
             suspendable=False, stop=StopSignal(),
         )  # fmt: skip
-        return Answer.streaming(run_turn(spec), spec.stop)
+        return spec
 
 
 def thread_options(thread: Thread) -> Options:

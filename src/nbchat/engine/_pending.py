@@ -11,6 +11,7 @@ only the order of the steps.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -212,15 +213,29 @@ def thread_history(
         limit=settings.get("history_limit", history_limit),
         strategy=settings.get("strategy", "window"),
     )
-    for turn in thread.turns[:upto]:
-        if turn.status == "failed" and not turn.answer:
-            continue
+    for index in history_turns(thread, upto):
+        turn = thread.turns[index]
         history.chat_as_user(turn.query, context=turn.context)
         for message in closed(turn):
             history.append(message)
     if clean:
         history.clean()
     return history
+
+
+def history_turns(thread: Thread, upto: int) -> list[int]:
+    """The indexes of the first ``upto`` turns a history holds: all but failed unanswered ones."""
+    return [i for i, turn in enumerate(thread.turns[:upto])
+            if not (turn.status == "failed" and not turn.answer)]  # fmt: skip
+
+
+def abandoned_view(thread: Thread) -> Thread:
+    """``thread`` as :func:`abandon_pending` would leave it, the store untouched (a preview)."""
+    if not thread.turns or thread.turns[-1].status != "suspended":
+        return thread
+    last = dataclasses.replace(thread.turns[-1], messages=closed(thread.turns[-1]), pending=[],
+                               status="interrupted")  # fmt: skip
+    return dataclasses.replace(thread, turns=[*thread.turns[:-1], last])
 
 
 def resume_point(turn: Turn) -> tuple[list[dict[str, Any]], str]:

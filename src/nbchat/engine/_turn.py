@@ -94,10 +94,28 @@ class TurnSpec:
     # and how many earlier turns it leaves out, or None when nothing can be left out.
     refit: Callable[[NbchatError], tuple[ChatHistory, int] | None] | None = None
     dropped_turns: int = 0  # earlier turns the context already leaves out
+    summarized_turns: int = 0  # the thread's first turns, sent as a summary
     context_size: int | None = None
     # Told the endpoint's prompt token count of the turn's first request.
     calibrate: Callable[[int], None] | None = None
     stop: StopSignal | None = None  # set from another thread: the turn ends as interrupted
+
+
+@dataclass(frozen=True)
+class RoundRequest:
+    """What one round of a turn asks the endpoint with: messages, tool schemas, options."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+    options: Mapping[str, Any]
+
+
+def round_request(spec: TurnSpec, round_number: int = 0) -> RoundRequest:
+    """The request of round ``round_number`` of the turn ``spec`` describes (its first: 0)."""
+    tools = spec.toolbox.schemas() if round_number < spec.max_rounds else None
+    options = spec.options if round_number == 0 else _unforced(spec.options)
+    sent = wire_messages(spec.context.system, [*spec.context, *spec.messages])
+    return RoundRequest(sent, tools, options)
 
 
 def run_turn(spec: TurnSpec) -> Iterator[Event]:
@@ -137,8 +155,8 @@ class _Turn:
         """The rounds, each a request then the end of the turn or its tool calls."""
         spec = self.spec
         yield TurnStarted(spec.thread_id, spec.turn, spec.model)
-        if spec.dropped_turns:
-            yield ContextWindowed(spec.dropped_turns, spec.context_size)
+        if spec.dropped_turns or spec.summarized_turns:
+            yield ContextWindowed(spec.dropped_turns, spec.context_size, spec.summarized_turns)
         round_number = 0
         while round_number <= spec.max_rounds:
             reply = yield from self._request(round_number)
@@ -205,14 +223,13 @@ class _Turn:
         """The reply's events, its text and calls kept; the text checkpointed now and then."""
         spec, parts = self.spec, self.parts
         separate = bool(parts)  # rounds of text are paragraphs of one answer
-        tools = spec.toolbox.schemas() if round_number < spec.max_rounds else None
-        options = spec.options if round_number == 0 else _unforced(spec.options)
         monotonic, add_text = time.monotonic, parts.append  # once, not per chunk
         next_checkpoint = monotonic() + CHECKPOINT_SECONDS
-        sent = wire_messages(spec.context.system, [*spec.context, *spec.messages])
+        sent = round_request(spec, round_number)
         for event in spec.llm.stream(
-            sent, model=spec.model, tools=tools, options=options, stop=spec.stop
-        ):
+            sent.messages, model=spec.model, tools=sent.tools, options=sent.options,
+            stop=spec.stop,
+        ):  # fmt: skip
             if type(event) is TextDelta:
                 if separate:
                     separate = False

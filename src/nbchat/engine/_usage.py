@@ -22,8 +22,8 @@ from ..base.errors import ConfigError
 from ..store.base import Turn
 
 __all__ = [
-    "Price", "dollars", "parse_prices", "prices_from_env", "thread_cost", "thread_usage_line",
-    "turn_usage_line",
+    "Price", "dearest_prices", "dollars", "parse_prices", "prices_from_env", "thread_cost",
+    "thread_usage_line", "turn_usage_line",
 ]
 
 PER_TOKENS = 1_000_000
@@ -70,6 +70,22 @@ def parse_prices(value: object, *, source: str = ENV_PRICES) -> dict[str, Price]
 def prices_from_env() -> dict[str, Price]:
     """The prices in ``NBCHAT_PRICES`` (none when it is unset)."""
     return parse_prices(os.environ.get(ENV_PRICES, ""))
+
+
+_PRICES_AT_IMPORT = os.environ.get(ENV_PRICES, "")
+
+
+def dearest_prices(*lists: Mapping[str, Price]) -> dict[str, Price]:
+    """Per model, the dearest of the prices ``NBCHAT_PRICES`` gave when nbchat was imported,
+    gives now, and ``lists`` give: what an administrator's cap counts, so no cheaper price
+    set from the notebook lowers what a question is counted to cost."""
+    found: dict[str, Price] = {}
+    for prices in (parse_prices(_PRICES_AT_IMPORT), prices_from_env(), *lists):
+        for model, price in prices.items():
+            if model not in found or price.input + price.output > (
+                    found[model].input + found[model].output):  # fmt: skip
+                found[model] = price
+    return found
 
 
 _EXAMPLE = (

@@ -45,7 +45,9 @@ from ..store.base import SearchHit, Store, Thread, ThreadInfo
 from ..tools import ToolContext
 from . import _pending
 from ._answer import Answer, AnswerText
-from ._engine import _Engine, check_text, check_tool_choice, provider_only, thread_options
+from ._asking import _Asking
+from ._compaction import check_window
+from ._engine import check_text, provider_only, thread_options
 from ._pending import ACTING_OUTPUT
 from ._recorders import HistoryRecorder, ThreadRecorder
 from ._scripts import LLM
@@ -70,7 +72,7 @@ __all__ = [
 ]  # fmt: skip
 
 
-class Chat(_Engine):
+class Chat(_Asking):
     """Threads for one user, kept in a thread store, and the turns that fill them.
 
     Parameters
@@ -99,6 +101,14 @@ class Chat(_Engine):
         for all, False or ``"off"`` for none, a name or a list of names.
         Servers are configured in ``mcp.json`` files only (see
         :mod:`nbchat.mcp._config`); a question may choose again with ``mcp=``.
+    budget, kernel_budget
+        Dollars a thread, and this process, may cost before a question asks
+        first (see :meth:`ask`); ``NBCHAT_BUDGET`` and ``NBCHAT_KERNEL_BUDGET``
+        otherwise. Costs come from ``prices`` (``NBCHAT_PRICES``).
+    window
+        ``"drop"`` (the default) leaves a long thread's oldest turns out of what
+        is sent; ``"summarize"`` sends a summary of them instead (see
+        :meth:`compact`); ``NBCHAT_WINDOW`` otherwise, and a thread's own setting wins.
     """
 
     def __init__(
@@ -116,6 +126,9 @@ class Chat(_Engine):
         max_tool_rounds: int = 8,
         options: Mapping[str, Any] | None = None,
         mcp: Selection = None,
+        budget: float | None = None,
+        kernel_budget: float | None = None,
+        window: str | None = None,
     ) -> None:
         given = None if store is None or isinstance(store, str | os.PathLike) else store
         super().__init__(
@@ -131,11 +144,14 @@ class Chat(_Engine):
             user=given.user if given is not None else user,
             options=options,
             mcp=mcp,
+            budget=budget,
+            kernel_budget=kernel_budget,
         )
         self.store: Store = (
             given if given is not None else open_store(self.settings.store, self.settings.user)
         )
         self._titles = TitleWorkers.shared(self.store)
+        self.window = None if window is None else check_window(window)
 
     def __repr__(self) -> str:
         return f"Chat(user={self.store.user!r}, store={self.store.location()!r})"
@@ -189,9 +205,11 @@ class Chat(_Engine):
         *,
         options: Mapping[str, Any] | None = None,
         builtin_tools: bool | None = None,
+        window: str | None = None,
     ) -> dict[str, Any]:
         """Merge generation options into a thread's (a None value removes one); set whether
-        its turns offer the built-in client tools. The thread's settings as saved."""
+        its turns offer the built-in client tools, and its window (``"drop"`` or
+        ``"summarize"``). The thread's settings as saved."""
         thread = self.store.get(thread_id)
         settings = dict(thread.settings or {})
         if options is not None:
@@ -199,6 +217,8 @@ class Chat(_Engine):
             settings["options"] = merged
         if builtin_tools is not None:
             settings["builtin_tools"] = bool(builtin_tools)
+        if window is not None:
+            settings["window"] = check_window(window)
         self.store.update_thread(thread_id, settings=settings)
         return settings
 
@@ -277,6 +297,7 @@ class Chat(_Engine):
         options: Mapping[str, Any] | None = None,
         context: Any = (),
         mcp: Selection = None,
+        over_budget: bool = False,
     ) -> Answer:
         """Save the query, stream the answer, append it; the Answer (raises if the turn failed).
 
@@ -287,9 +308,15 @@ class Chat(_Engine):
         pairs or a ``{name: object}`` dict (each described with
         :func:`nbchat.context.describe`). ``mcp`` chooses the MCP servers for
         this question, as ``Chat(mcp=...)`` does for every question.
+
+        A question whose estimated cost would cross a budget (``budget``,
+        ``kernel_budget``, the administrator's caps) raises OverBudget before
+        anything is saved or sent; ``over_budget=True`` is the yes that sends it
+        (except past the administrator's hard cap).
         """
         return self.iter_ask(
-            thread_id, query, model=model, options=options, context=context, mcp=mcp
+            thread_id, query, model=model, options=options, context=context, mcp=mcp,
+            over_budget=over_budget,
         ).result()
 
     def iter_ask(
@@ -301,6 +328,7 @@ class Chat(_Engine):
         options: Mapping[str, Any] | None = None,
         context: Any = (),
         mcp: Selection = None,
+        over_budget: bool = False,
     ) -> Answer:
         """Like :meth:`ask`, as a stream of events. The query is saved before this returns.
 
@@ -309,21 +337,21 @@ class Chat(_Engine):
         says so.
         """
         check_text(query, "query")
-        call_options = check_options(options)
         thread = self.store.get(thread_id)
         self._check_endpoint(thread, model)
-        model = Policy.from_env().model(model or thread.model) or thread.model  # before saving
-        chosen = self._options(thread_options(thread), call_options)
-        builtin = (thread.settings or {}).get("builtin_tools")
-        if isinstance(chosen.get("tool_choice"), Mapping):  # only then: it may start MCP servers
-            check_tool_choice(chosen, self._offered(model, builtin, mcp))
-        abandoned = _pending.abandon_pending(self.store, thread)
+        asked = self._question(thread, query, model, options, mcp)
         items = as_items(context)
-        turn = self.store.start_turn(thread_id, query, model=model, context=items)
-        self.store.update_turn(thread_id, turn, options=chosen)
+        self._check_budget(
+            lambda: self.preview(thread_id, query, model=model, options=options, context=items,
+                                 mcp=mcp),
+            thread.turns, asked.options, confirmed=over_budget, thread_id=thread_id,
+        )  # fmt: skip
+        abandoned = _pending.abandon_pending(self.store, thread)
+        turn = self.store.start_turn(thread_id, query, model=asked.model, context=items)
+        self.store.update_turn(thread_id, turn, options=asked.options)
         history = self._thread_history(thread, upto=len(thread.turns))
         history.chat_as_user(query, context=items)
-        return self._answer(thread, turn, history, model, chosen, mcp=mcp,
+        return self._answer(thread, turn, history, asked.model, asked.options, mcp=mcp,
                             before=[ToolCallAbandoned(call) for call in abandoned])
 
     def retry(self, thread_id: int) -> Answer:
@@ -362,14 +390,16 @@ class Chat(_Engine):
         options: Mapping[str, Any] | None = None,
         context: Any = (),
         mcp: Selection = None,
+        over_budget: bool = False,
     ) -> Answer:
         """Ask with ``history`` as the context for this one request; no thread is touched.
 
         The history is left as it was unless ``update`` is true. ``context``
-        attaches objects to the question and ``mcp`` chooses MCP servers, as in :meth:`ask`.
+        attaches objects to the question, ``mcp`` chooses MCP servers and
+        ``over_budget`` says yes to crossing a budget, as in :meth:`ask`.
         """
         return self._history_turn(
-            question, history, model, update, options, context, mcp
+            question, history, model, update, options, context, mcp, over_budget
         ).result()
 
     def iter_ask_with_history(
@@ -382,9 +412,11 @@ class Chat(_Engine):
         options: Mapping[str, Any] | None = None,
         context: Any = (),
         mcp: Selection = None,
+        over_budget: bool = False,
     ) -> Answer:
         """:meth:`ask_with_history` as a stream of events."""
-        return self._history_turn(question, history, model, update, options, context, mcp)
+        return self._history_turn(question, history, model, update, options, context, mcp,
+                                  over_budget)  # fmt: skip
 
     # -- client tools ----------------------------------------------------------
     def pending_calls(self, thread_id: int | None = None) -> list[PendingCall]:
@@ -443,20 +475,6 @@ class Chat(_Engine):
         return self._titles.wait(timeout)
 
     # -- internals ---------------------------------------------------------------
-    def _check_endpoint(self, thread: Thread, model: str | None = None) -> None:
-        """A thread made with another provider is asked only with a model named for this one,
-        which then becomes the thread's endpoint."""
-        settings = self.llm.settings
-        if model is None:
-            _endpoints.check_thread(thread.id, thread.settings or {}, settings)
-            return
-        _endpoints.check_model(model, settings, self.llm.list_models)
-        endpoint = _endpoints.endpoint_record(settings)
-        saved = (thread.settings or {}).get("endpoint")
-        if endpoint is not None and saved is not None and saved != endpoint:
-            thread.settings = {**(thread.settings or {}), "endpoint": endpoint}
-            self.store.update_thread(thread.id, settings=thread.settings)
-
     def _answer(
         self,
         thread: Thread,
@@ -477,26 +495,22 @@ class Chat(_Engine):
             yield from before
             builtin = (thread.settings or {}).get("builtin_tools")
             recorder = ThreadRecorder(self.store, thread.id, turn)
+            offered = self._offered(model, builtin, mcp)
+            compacted = self._compacted(thread, turn, self._with_instructions(history), model,
+                                        options, offered, make=True)  # fmt: skip
+            covered = compacted.summary.covers if compacted.summary is not None else 0
             spec = self._spec(
-                self._with_instructions(history), model, options,
-                self._offered(model, builtin, mcp),
+                compacted.history, model, options, offered,
                 tool_context=ToolContext(self.user, thread.user, self.permissions, thread.id),
                 recorder=recorder, thread_id=thread.id, turn=turn,
                 messages=[Message.from_dict(m) for m in messages],  # as the store keeps them
-                text=text, stop=stop,
+                text=text, stop=stop, summarized_turns=covered,
             )  # fmt: skip
             try:
-                yield from run_turn(spec)
+                yield from self._spending(run_turn(spec))
             finally:  # after the front end has shown the answer: the title does not compete
                 answered = recorder.status in ("complete", "incomplete")
                 if answered and not thread.title:
                     self._titles.start(self, thread.id)
 
         return Answer.streaming(events(), stop)
-
-    def _thread_history(self, thread: Thread, *, upto: int, clean: bool = True) -> ChatHistory:
-        return _pending.thread_history(
-            thread, upto=upto, history_limit=self.settings.history_limit, clean=clean
-        )
-
-

@@ -29,6 +29,12 @@ _DECLARATIONS: tuple[Callable[[Any], Any], ...] = (
              help="Start a new thread with this system prompt (with -H: for this question)."),
     argument("-H", "--history", metavar="VAR",
              help="Ask with the ChatHistory in variable VAR; no thread is touched."),
+    argument("--preview", action="store_true",
+             help="Show the exact request the question would send (messages, sources, tokens, "
+                  "window share, cost, scrubbed secrets) and send nothing."),
+    argument("--over-budget", action="store_true",
+             help="Send the question even though its estimated cost crosses your budget "
+                  "(the yes to the line that stopped it; not past an administrator's hard cap)."),
     argument("--no-stream", action="store_true", help="Render the answer once, at the end."),
     argument("--no-interpolate", action="store_true", help="Send {braces} exactly as typed."),
     argument("--code", action="store_true",
@@ -66,6 +72,9 @@ _DECLARATIONS: tuple[Callable[[Any], Any], ...] = (
              "for its next turns)."),
     argument("--builtin-tools", choices=("on", "off"),
              help="Offer the built-in client tools in this thread (saved)."),
+    argument("--window", choices=("drop", "summarize"),
+             help="When this thread outgrows the model's window: drop its oldest turns from "
+                  "what is sent, or summarize them (saved in the thread)."),
     argument_group("Threads"),
     argument("--list", action="store_true", help="List your threads."),
     argument("--show", nargs="?", const="", metavar="ID",
@@ -75,6 +84,9 @@ _DECLARATIONS: tuple[Callable[[Any], Any], ...] = (
     argument("--use", type=int, metavar="ID", help="Make thread ID the current thread."),
     argument("--rename", type=int, metavar="ID", help="Retitle thread ID: --rename ID TITLE."),
     argument("--delete", type=int, metavar="ID", help="Delete thread ID."),
+    argument("--compact", action="store_true",
+             help="Write now the summary of the thread's oldest turns that long threads send "
+                  "with ChatMagics.window = 'summarize' (one request; kept with the thread)."),
     argument("--export", nargs=2, metavar=("ID", "PATH"),
              help="Write thread ID to PATH: .md (Markdown) or .ipynb (a notebook)."),
     argument_group("Other"),

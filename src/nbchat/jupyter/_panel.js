@@ -305,15 +305,25 @@ function render({ model, el }) {
   const attach = node("select", "nbchat-attach");
   attach.setAttribute("aria-label", "Attach a variable");
   attach.title = "Attach a variable to the next question";
+  const preview = button("nbchat-button nbchat-preview-button", "Preview");
+  preview.title = "Show the request this question would send; nothing is sent";
   const send = iconButton("send", "Send", "nbchat-send");
   const stop = iconButton("stop", "Stop (Escape)", "nbchat-stop");
   stop.setAttribute("aria-label", "Stop");
-  bar.append(picker, attach, gauge, send, stop);
+  bar.append(picker, attach, gauge, preview, send, stop);
   const field = node("div", "nbchat-field");
   field.append(box, bar);
   composer.append(chips, field);
 
-  el.append(header, usage, confirm, threadsPop, scroll, status, toolsLine, composer);
+  // -- the previewed request: HTML made in Python by nbchat.markup, nothing else
+  const previewPane = node("div", "nbchat-preview-pane");
+  previewPane.setAttribute("role", "region");
+  previewPane.setAttribute("aria-label", "Preview of the request");
+  const previewClose = button("nbchat-button nbchat-preview-close", "Close preview");
+  const previewBody = node("div", "nbchat-preview-body");
+  previewPane.append(previewClose, previewBody);
+
+  el.append(header, usage, confirm, threadsPop, scroll, previewPane, status, toolsLine, composer);
 
   // ---------------------------------------------------------- drawing state
   let filter = "";
@@ -360,6 +370,13 @@ function render({ model, el }) {
     const question = model.get("confirm");
     confirm.hidden = !question;
     confirmText.textContent = question;
+    confirmYes.textContent = model.get("confirm_action") || "Delete";
+  };
+
+  const drawPreview = () => {
+    const shown = model.get("preview_html");
+    previewPane.hidden = !shown;
+    previewBody.innerHTML = shown; // made by nbchat.markup: escaped and sanitized
   };
 
   const drawGauge = () => {
@@ -598,6 +615,8 @@ function render({ model, el }) {
     submit();
     box.focus();
   });
+  listen(preview, "click", () => model.send({ event: "preview", value: box.value }));
+  listen(previewClose, "click", () => intent("close_preview"));
   listen(stop, "click", () => {
     model.send({ event: "stop" });
     box.focus();
@@ -693,7 +712,8 @@ function render({ model, el }) {
     drawHeader();
     drawThreads();
   });
-  on("change:title change:confirm", drawHeader);
+  on("change:title change:confirm change:confirm_action", drawHeader);
+  on("change:preview_html", drawPreview);
   on("change:messages change:hidden", drawMessages);
   on("change:streaming_message", drawLive);
   on("change:streaming", drawStreaming);
@@ -716,6 +736,7 @@ function render({ model, el }) {
   drawLive();
   drawStatus();
   drawGauge();
+  drawPreview();
   drawToolsLine();
   drawModels();
   drawChips();

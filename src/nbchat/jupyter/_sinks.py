@@ -58,6 +58,7 @@ class TurnView:
         self.pending: list[PendingCall] = []
         self.reasoning: list[str] = []
         self.dropped_turns = 0
+        self.summarized_turns = 0
         self.context_size: int | None = None
         self.note = ""
         self.started = self.ended = self.finalized = False
@@ -72,6 +73,7 @@ class TurnView:
             self.sink.reasoning(self, event.text)
         elif kind is ContextWindowed:
             self.dropped_turns, self.context_size = event.dropped_turns, event.context_size
+            self.summarized_turns = event.summarized_turns
         elif kind is TurnStarted:
             self.thread_id, self.turn, self.model = event.thread_id, event.turn, event.model
             self._start()
@@ -157,11 +159,16 @@ class TurnView:
         return markup.join(pieces)
 
     def window_note(self) -> str:
-        """One line saying how many earlier turns the request left out ("" if none)."""
+        """One line saying how many earlier turns the request left out or summarised."""
+        size = f" {self.context_size:,}-token" if self.context_size else ""
+        if self.summarized_turns and not self.dropped_turns:
+            first = "turn 1 was" if self.summarized_turns == 1 else (
+                f"turns 1–{self.summarized_turns} were")  # fmt: skip
+            return (f"{first} sent as a summary to fit the model's{size} context "
+                    f"(the thread keeps them)")  # fmt: skip
         if not self.dropped_turns:
             return ""
         turns = "turn was" if self.dropped_turns == 1 else "turns were"
-        size = f" {self.context_size:,}-token" if self.context_size else ""
         return (
             f"{self.dropped_turns} earlier {turns} left out of the request to fit the "
             f"model's{size} context (the thread keeps them)"

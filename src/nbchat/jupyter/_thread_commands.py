@@ -112,19 +112,21 @@ def export_thread(owner: ThreadOwner, opts: Any, text: str) -> None:
 
 
 def save_thread_settings(chat: Chat, thread_id: int, opts: Any, *, quiet: bool) -> None:
-    """--set / --builtin-tools: save generation options or the tools switch in a thread."""
+    """--set / --builtin-tools / --window: save options, the tools switch, the window."""
     options = flag_options(opts) if opts.set else None
     if opts.set and not options:
         raise UsageError("--set saves generation options in the thread: give some, e.g. "
                          "%chat --set --max-tokens 500")
     builtin = None if opts.builtin_tools is None else opts.builtin_tools == "on"
-    settings = chat.update_thread_settings(thread_id, options=options, builtin_tools=builtin)
+    settings = chat.update_thread_settings(thread_id, options=options, builtin_tools=builtin,
+                                           window=opts.window)  # fmt: skip
     if not quiet:
         saved = settings.get("options") or {}
         shown = ", ".join(f"{k}={v!r}" for k, v in sorted(saved.items())) or "none"
         switch = settings.get("builtin_tools")
         tools = "default" if switch is None else ("on" if switch else "off")
-        print(f"Thread {thread_id}: options {shown}; built-in tools {tools}.")
+        window = settings.get("window") or "default"
+        print(f"Thread {thread_id}: options {shown}; built-in tools {tools}; window {window}.")
 
 
 def thread_arg(owner: ThreadOwner, value: object) -> int:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from ..base import markup
 from ..base.content import context_line
 from ..base.markup import SafeHTML
+from ..engine._compaction import current_summary
 from ..store.base import SearchHit, Thread, ThreadInfo, Turn
 
 _STATUS_NOTES = {
@@ -117,9 +118,21 @@ def thread_parts(thread: Thread) -> Iterator[Part]:
 
 
 def thread_html(thread: Thread) -> tuple[SafeHTML, str]:
-    """A thread's conversation as safe HTML and as plain text (``%chat --show``)."""
+    """A thread's conversation as safe HTML and as plain text (``%chat --show``).
+
+    A current summary of its first turns (what a long thread sends in their place)
+    shows folded under the title; the turns themselves all show, as exports have them.
+    """
     parts = list(thread_parts(thread))
-    return markup.join(_part_html(part) for part in parts), "\n\n".join(map(_plain, parts))
+    html = [_part_html(part) for part in parts]
+    plain = [_plain(part) for part in parts]
+    summary = current_summary(thread, len(thread.turns))
+    if summary is not None:
+        span = "turn 1" if summary.covers == 1 else f"turns 1–{summary.covers}"
+        note = f"Summary of {span}, sent in their place when the thread outgrows the window"
+        html.insert(1, markup.details(note, markup.markdown(summary.text), cls="nbchat-summary"))
+        plain.insert(1, f"[{note}]\n{summary.text}")
+    return markup.join(html), "\n\n".join(plain)
 
 
 def _part_html(part: Part) -> SafeHTML:

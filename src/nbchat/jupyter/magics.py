@@ -34,6 +34,7 @@ from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, ob
 
 from ..base import markup
 from ..base._notices import set_notifier
+from ..base._secrets import Scrubbed, noting_scrubs
 from ..base.errors import NbchatError
 from ..base.options import check_options
 from ..context._interpolate import resolve
@@ -55,6 +56,7 @@ from ._magic_context import (
 from ._magic_options import chat_arguments, flag_options
 from ._magic_syntax import protect_chat_questions, split_options
 from ._notes import show_note
+from ._preview_commands import check_preview, compact_thread, show_preview
 from ._shell import echoed, environment, forget_config_key
 from .render import Mode, RenderResult, TurnRenderer, detect_mode, execution_marker
 
@@ -66,7 +68,7 @@ __all__ = ["ChatMagics", "load", "protect_chat_questions", "unload"]
 
 COMMANDS = (
     "list", "show", "use", "rename", "delete", "models", "export", "panel", "answer", "retry",
-    "search", "key",
+    "search", "key", "compact",
 )  # fmt: skip
 TAKE_TEXT = ("rename", "search", "answer", "key")  # the commands that read the text after them
 API_KEY_REFUSED = (
@@ -159,6 +161,22 @@ class ChatMagics(Magics):
     context_budget = Int(
         2000, help="Tokens each @name (or --figure, --fix) description may take at most."
     ).tag(config=True)
+    budget = Float(
+        None, allow_none=True,
+        help="Dollars a thread may cost (at `prices`) before a question asks first; None: "
+        "NBCHAT_BUDGET. The administrator's NBCHAT_MAX_BUDGET caps it.",
+    ).tag(config=True)
+    kernel_budget = Float(
+        None, allow_none=True,
+        help="Dollars this kernel may spend before a question asks first; None: "
+        "NBCHAT_KERNEL_BUDGET. NBCHAT_MAX_KERNEL_BUDGET caps it.",
+    ).tag(config=True)
+    window = CaselessStrEnum(
+        ("drop", "summarize"), None, allow_none=True,
+        help="When a thread outgrows the model's window: 'drop' its oldest turns from what is "
+        "sent, or 'summarize' them (a summary the model writes once, kept with the thread); "
+        "None: NBCHAT_WINDOW, else drop. A thread's own setting wins.",
+    ).tag(config=True)
 
     @validate("api_key")
     def _validate_api_key(self, proposal: Any) -> None:
@@ -179,6 +197,7 @@ class ChatMagics(Magics):
         self._session_key: tuple[str, str] | None = None  # (endpoint, key) from --key
         self._key_version = 0
         self._panels: weakref.WeakSet[Any] = weakref.WeakSet()  # the panels %chat --panel opened
+        self._noted: list[Scrubbed] = []  # while a --preview is built: the scrubs made for it
 
     @observe("prices")
     def _observe_prices(self, change: Any) -> None:
@@ -213,7 +232,7 @@ class ChatMagics(Magics):
                 provider=self.provider or None,
                 store=base.store,
                 tools=[*self._user_tools(), *self._notebook_tools()],
-                permissions=self.permissions,
+                permissions=self.permissions, window=self.window,
             )
             chat._llm = base._llm  # one endpoint client (and one fallback notice) for both
             self._agent_chat = (key, chat)
@@ -233,7 +252,7 @@ class ChatMagics(Magics):
         options = check_options(self.options, source="ChatMagics.options")
         key = (self.model, self.base_url, self.provider, self.store, self.user, environment(),
                tuple(map(id, tools)), tuple(self.permissions), repr(sorted(options.items())),
-               self.builtin_tools, self._key_version)
+               self.builtin_tools, self._key_version, self.window)
         if self._chat is None or key != self._chat_key:
             from ..engine.chat import Chat
 
@@ -243,7 +262,7 @@ class ChatMagics(Magics):
                 api_key=self._key_for_endpoint(),
                 provider=self.provider or None, store=self.store or None, user=self.user or None,
                 tools=tools, permissions=self.permissions, options=options,
-                builtin_tools=self.builtin_tools,
+                builtin_tools=self.builtin_tools, window=self.window,
             )
             self._chat_key = key
             if old is not None and old.store.location() != self._chat.store.location():
@@ -291,6 +310,9 @@ class ChatMagics(Magics):
           %chat --mcp | --mcp SERVER[,SERVER] QUESTION | --mcp off QUESTION
           %chat --retry [-t ID]
           %chat --fix [MORE] | --figure QUESTION | --agent QUESTION
+          %chat --preview QUESTION    show the request it would send; send nothing
+          %chat --compact [-t ID]     summarise the thread's oldest turns for what is sent
+          %chat --over-budget QUESTION    send it although it crosses your budget
 
         A line that does not start with ``-`` is a question, whatever its
         words and its last character. After options, the rest of the line is
@@ -309,8 +331,22 @@ class ChatMagics(Magics):
 
         Settings: ``%config ChatMagics.model = "MODEL"`` (also base_url,
         provider, store, user, system, live, max_updates_per_second, tools,
-        builtin_tools, agent, approval, instructions, context_budget, panel_area, prices, and
-        ``options = {"max_tokens": 500}``), else the NBCHAT_* environment variables.
+        builtin_tools, agent, approval, instructions, context_budget, panel_area, prices,
+        budget, kernel_budget, window, and ``options = {"max_tokens": 500}``), else the
+        NBCHAT_* environment variables.
+
+        ``--preview`` (with any question, ``%%chat``, ``--fix``, ``--agent``, ``-H``)
+        shows the request the question would send and sends nothing: each
+        message with its role and source, its tokens, the share of the model's
+        window, the cost at ``prices``, the earlier turns the window leaves out,
+        and where secrets were scrubbed (named, never shown). With a
+        ``budget`` (dollars a thread may cost) or ``kernel_budget``, a question
+        whose estimate would cross it stops with one line and sends nothing;
+        ``--over-budget`` sends it (not past the administrator's hard cap).
+        With ``window = "summarize"`` a thread that outgrows the model's window
+        sends a summary of its oldest turns (made once, kept with the thread,
+        ``--compact`` makes it now) instead of leaving them out; the thread
+        keeps every turn.
 
         The panel: Enter sends, Shift+Enter adds a line, Escape stops the
         answer, Up recalls earlier questions. ``--panel --side`` (or
@@ -365,7 +401,11 @@ class ChatMagics(Magics):
         name = _form(opts, text)
         if name in COMMANDS and text and name not in TAKE_TEXT:
             raise UsageError(f"--{name} takes no question; got {text[:40]!r}")
-        return HANDLERS[name](self, opts, text)
+        if not opts.preview:
+            return HANDLERS[name](self, opts, text)
+        check_preview(name, opts)
+        with noting_scrubs() as self._noted:  # what describing the context scrubs, by name
+            return HANDLERS[name](self, opts, text)
 
     def _parse(self, line: str, cell: str | None) -> tuple[Any, str]:
         """The parsed options, and the question: the rest of the line, then the cell body."""
@@ -393,21 +433,21 @@ class ChatMagics(Magics):
         return action.nargs if isinstance(action.nargs, int) else 1
 
     # -- asking -----------------------------------------------------------------
-    def _cmd_ask(self, opts: Any, text: str) -> RenderResult:
+    def _cmd_ask(self, opts: Any, text: str) -> RenderResult | None:
         if not text:
             raise UsageError("ask something: %chat QUESTION, or %%chat with the question "
                              "in the cell; see %chat? for the options")
         return self._ask(text, opts)
 
-    def _cmd_error(self, opts: Any, text: str) -> RenderResult:
+    def _cmd_error(self, opts: Any, text: str) -> RenderResult | None:
         return self._ask(error_question(self.shell, text, opts), opts, interpolated=True)
 
-    def _cmd_fix(self, opts: Any, text: str) -> RenderResult:
+    def _cmd_fix(self, opts: Any, text: str) -> RenderResult | None:
         error = fix_context(self.shell, opts, self.context_budget)
         opts.code = True
         return self._ask(fix_question(text), opts, context=[error])
 
-    def _cmd_continue(self, opts: Any, text: str) -> RenderResult:
+    def _cmd_continue(self, opts: Any, text: str) -> RenderResult | None:
         if text or opts.history is not None or opts.new:
             raise UsageError("--continue goes on with the current thread's last answer; "
                              "give it no question, -H or -n")
@@ -417,7 +457,7 @@ class ChatMagics(Magics):
 
     def _ask(
         self, question: str, opts: Any, *, interpolated: bool = False, context: Any = ()
-    ) -> RenderResult:
+    ) -> RenderResult | None:
         items = [*context, *attached_context(self.shell, question, opts, self.context_budget)]
         if not (interpolated or opts.no_interpolate):
             question = _magic_context.interpolated(self.shell, question)
@@ -433,6 +473,9 @@ class ChatMagics(Magics):
                 f".gguf), or ask without --agent"
             )
         self._announce_context(chat, items)
+        if opts.preview:
+            show_preview(self, chat, question, opts, options, items)
+            return None
         events = self._ask_events(chat, question, opts, options, items)
         result = self._shown(self._render(events, opts))
         if opts.code:
@@ -440,9 +483,13 @@ class ChatMagics(Magics):
         return result
 
     def _announce_context(self, chat: Chat, items: list[Any]) -> None:
-        """Give the Chat the project instructions; say in one line what goes with the question."""
+        """Give the Chat the instructions, prices and budgets; say in a line what goes along."""
         found = project_instructions(self.instructions)
         chat.instructions = found.system_text() if found is not None else ""
+        from ..engine._usage import parse_prices
+
+        chat.prices = parse_prices(dict(self.prices), source="ChatMagics.prices") or None
+        chat.budget, chat.kernel_budget = self.budget, self.kernel_budget
         if items or found is not None:
             from ..base.content import context_line
 
@@ -456,19 +503,20 @@ class ChatMagics(Magics):
         if opts.history is not None:
             if opts.thread is not None or opts.new:
                 raise UsageError("-H asks with a ChatHistory, not in a thread: drop -t/-n")
-            if opts.set or opts.builtin_tools:
+            if opts.set or opts.builtin_tools or opts.window:
                 raise UsageError("-H asks with a ChatHistory: there is no thread to save "
                                  "--set or --builtin-tools in; drop them")
             history = self._user_history(opts.history, opts.system)
             return chat.iter_ask_with_history(
                 question, history, model=opts.model, options=options, context=items,
-                mcp=opts.mcp,
+                mcp=opts.mcp, over_budget=opts.over_budget,
             )
         thread_id = self._thread_for(opts)
-        if opts.set or opts.builtin_tools:
+        if opts.set or opts.builtin_tools or opts.window:
             self._set_thread(opts, thread_id, quiet=True)
         return chat.iter_ask(
             thread_id, question, model=opts.model, options=options, context=items, mcp=opts.mcp,
+            over_budget=opts.over_budget,
         )
 
     @staticmethod
@@ -632,6 +680,7 @@ HANDLERS: dict[str, Handler] = {
     "panel": ChatMagics._cmd_panel,
     "answer": ChatMagics._cmd_answer,
     "retry": ChatMagics._cmd_retry,
+    "compact": compact_thread,
     "key": ChatMagics._cmd_key,
     "mcp": ChatMagics._cmd_mcp,
     "error": ChatMagics._cmd_error,
@@ -658,7 +707,7 @@ def _form(opts: Any, text: str) -> str:
         return "fix"
     if opts.continue_:
         return "continue"
-    if not text and (opts.set or opts.builtin_tools):
+    if not text and (opts.set or opts.builtin_tools or opts.window):
         return "set"
     if not text and (opts.new or opts.system is not None):
         return "new"

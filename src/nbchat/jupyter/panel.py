@@ -3,7 +3,8 @@
 :class:`ChatPanel` (``nbchat.panel()``, ``%chat --panel``) is a chat over the
 same store the magics use: a header with the thread's title and a thread
 switcher, the conversation as messages, and an input with the model picker
-and the context chips. Its front end is ``_panel.js`` and ``_panel.css``
+and the context chips, and a Preview of the request a question would send.
+Its front end is ``_panel.js`` and ``_panel.css``
 beside this module; its state is in traits, and the browser sends intents
 (``submit``, ``stop``, ``select``, ``rename``, …) as custom messages. Only
 HTML made by :mod:`nbchat.base.markup` in Python reaches the page as HTML; every
@@ -65,15 +66,17 @@ from traitlets import Bool, Dict, Float, Instance, Int, List, Unicode
 
 from ..base import markup
 from ..base.content import ContextItem
-from ..base.errors import InputError, NbchatError
+from ..base.errors import InputError, NbchatError, OverBudget
 from ..base.events import Event
-from ..engine._usage import Price, parse_prices, prices_from_env, thread_usage_line
+from ..engine._preview import Preview
+from ..engine._usage import Price, dollars, parse_prices, prices_from_env, thread_usage_line
 from ..engine.chat import Chat
 from ..mcp.tools import servers_line
 from ..store.base import Thread, ThreadInfo
 from . import _panel_assets
 from ._messages import context_gauge, conversation_view, message, thread_view
 from ._panel_stream import LiveSink, Stoppable, mentioned
+from ._preview_view import preview_html
 from .prompts import (
     OutputHandle,
     PromptGroup,
@@ -178,7 +181,11 @@ class ChatPanel(anywidget.AnyWidget):
     gauge = Dict(help="Context used on the last turn, the model's size, cached tokens, cost.").tag(
         sync=True
     )
-    confirm = Unicode("", help="The question a delete asks first ('' when none).").tag(sync=True)
+    confirm = Unicode("", help="The question a delete (or a question over budget) asks first "
+                      "('' when none).").tag(sync=True)  # fmt: skip
+    confirm_action = Unicode("Delete", help="What the confirm bar's yes does.").tag(sync=True)
+    preview_html = Unicode("", help="The previewed request, as HTML made by nbchat.markup "
+                           "('' when none shows).").tag(sync=True)  # fmt: skip
     variables = List(Unicode(), help="The notebook's variables the chips offer.").tag(sync=True)
     picked = List(Unicode(), help="The variables picked to go with the next question.").tag(
         sync=True
@@ -297,8 +304,12 @@ class ChatPanel(anywidget.AnyWidget):
 
     # -- what a person does ----------------------------------------------------------
     @shows_errors
-    def submit(self) -> None:
-        """Ask :attr:`value` in the shown thread (a new one if none), as Enter does."""
+    def submit(self, over_budget: bool = False) -> None:
+        """Ask :attr:`value` in the shown thread (a new one if none), as Enter does.
+
+        A question over a budget sends nothing and asks in the confirm bar; its
+        "Send anyway" (or ``submit(over_budget=True)``) sends it.
+        """
         if self.streaming:
             raise InputError("an answer is still streaming; stop it (Escape) or wait for it")
         query = self.value
@@ -309,14 +320,48 @@ class ChatPanel(anywidget.AnyWidget):
         if thread_id is None:
             thread_id = self.chat.new_thread(model)
         named, note = mentioned(query)
-        context = [*self._take_context(), *named]
-        events = self.chat.iter_ask(thread_id, query, model=model, context=context)
+        picked = self._picked_context()
+        self.chat.prices = self._prices or None
+        try:
+            events = self.chat.iter_ask(thread_id, query, model=model, context=[*picked, *named],
+                                        over_budget=over_budget)  # fmt: skip
+        except OverBudget as error:
+            if self.thread_id is None:
+                self.chat.delete_thread(thread_id)  # made for this question, which waits
+            if error.hard:
+                raise
+            self._ask_budget(error)
+            return
+        self.picked = []
         self.refresh_variables()
         self.value = ""
         self.history = [*self.history[-(HISTORY_SIZE - 1):], query]
         self._set_status(note)
         self._load_threads(thread_id)
         self._start(events, query)
+
+    @shows_errors
+    def preview(self) -> Preview | None:
+        """Show the request :attr:`value` would send now (Preview button); nothing is sent.
+
+        The picked variables and ``@name`` mentions go with it as with Send,
+        and stay picked. The preview's record is returned (None on an error).
+        """
+        query = self.value
+        if not query.strip():
+            raise InputError("the question is empty; type what you would ask, then Preview")
+        named, note = mentioned(query)
+        picked = self._picked_context()
+        self.chat.prices = self._prices or None
+        shown = self.chat.preview(self.thread_id, query, model=self.model or None,
+                                  context=[*picked, *named])  # fmt: skip
+        self.preview_html = markup.styled(preview_html(shown)[0])
+        self._set_status(note)
+        return shown
+
+    def close_preview(self) -> None:
+        """Hide the preview."""
+        self.preview_html = ""
 
     def stop(self) -> None:
         """Stop the answer streaming in the background (what Escape and Stop do).
@@ -371,8 +416,28 @@ class ChatPanel(anywidget.AnyWidget):
         self._set_status(f"Deleted thread {thread_id}.")
 
     def cancel_delete(self) -> None:
-        """Keep the thread after all."""
+        """Keep the thread after all (or send nothing after all)."""
         self.confirm = ""
+        self.confirm_action = "Delete"
+
+    def _ask_budget(self, error: OverBudget) -> None:
+        where = "this thread's" if error.scope == "thread" else "this kernel's"
+        with self.hold_sync():
+            self.confirm = (
+                f"This question would cost ≈ {dollars(error.estimate or 0)}; with "
+                f"{dollars(error.spent)} spent that crosses {where} budget of "
+                f"{dollars(error.budget or 0)}. Nothing was sent."
+            )
+            self.confirm_action = "Send anyway"
+
+    @shows_errors
+    def _on_confirm(self) -> None:
+        """The confirm bar's yes: delete the thread, or send the question over its budget."""
+        if self.confirm_action == "Send anyway":
+            self.cancel_delete()
+            self.submit(over_budget=True)
+        else:
+            self.confirm_delete()
 
     @shows_errors
     def show_earlier(self) -> None:
@@ -452,10 +517,12 @@ class ChatPanel(anywidget.AnyWidget):
             return
         event = content.get("event")
         value = content.get("value")
-        if event in ("value", "submit") and isinstance(value, str):
+        if event in ("value", "submit", "preview") and isinstance(value, str):
             self.set_state({"value": value})  # as a state update: not sent back
         if event == "submit":
             self.submit()
+        elif event == "preview":
+            self.preview()
         elif event == "stop":
             self.stop()
         elif event == "poll":
@@ -559,12 +626,11 @@ class ChatPanel(anywidget.AnyWidget):
         if self.streaming:
             raise InputError(f"an answer is streaming; stop it (Escape) or wait for it to {action}")
 
-    def _take_context(self) -> list[ContextItem]:
-        """The picked variables, described; the picks are cleared."""
+    def _picked_context(self) -> list[ContextItem]:
+        """The picked variables, described (the picks stay until the question goes)."""
         if self._notebook is None:
             return []
-        picked, self.picked = list(self.picked), []
-        return [self._notebook.describe(name) for name in picked]
+        return [self._notebook.describe(name) for name in self.picked]
 
     def _load_models(self) -> None:
         try:
@@ -676,9 +742,9 @@ class ChatPanel(anywidget.AnyWidget):
 # Browser intents that carry nothing but their name, and the method each calls
 # (each shows its own errors).
 _INTENTS = {
-    "new": "new_thread", "delete": "delete", "confirm_delete": "confirm_delete",
+    "new": "new_thread", "delete": "delete", "confirm_delete": "_on_confirm",
     "cancel_delete": "cancel_delete", "earlier": "show_earlier", "refresh": "_on_refresh",
-    "variables": "refresh_variables",
+    "variables": "refresh_variables", "close_preview": "close_preview",
 }
 
 

@@ -12,6 +12,7 @@ import re
 import threading
 import urllib.parse
 from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -165,6 +166,24 @@ class LLMClient:
                     drain(counted)
             finally:
                 response.close()
+
+    def request(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        model: str,
+        tools: Sequence[dict[str, Any]] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> ChatRequest:
+        """The chat request :meth:`stream` would send for these arguments, not sent.
+
+        Built by the same steps (the administrator's model, the provider's body,
+        the JSON encoding), so its ``content`` is the body's bytes as they go out.
+        """
+        model = Policy.from_env().model(model) or model
+        body, _ = self._chat_body(messages, model, tools, options, stream=True)
+        url = self.settings.base_url.rstrip("/") + self._chat_path(model)
+        return ChatRequest(url, model, body, request_content(body))
 
     def complete(
         self,
@@ -387,7 +406,7 @@ class LLMClient:
             method,
             settings.base_url.rstrip("/") + path,
             headers=_http.headers_for(settings),
-            content=None if body is None else json.dumps(body).encode(),
+            content=None if body is None else request_content(body),
         )
         if body is not None:
             request.headers["Content-Type"] = "application/json"
@@ -431,6 +450,21 @@ class LLMClient:
             model=exc.model,
             available=available,
         )
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """A chat request as it would go out: where, for which model, its body and its bytes."""
+
+    url: str
+    model: str
+    body: dict[str, Any] = field(repr=False)
+    content: bytes = field(repr=False)
+
+
+def request_content(body: dict[str, Any]) -> bytes:
+    """A request body's bytes on the wire (one encoding for what is sent and what is previewed)."""
+    return json.dumps(body).encode()
 
 
 def _carries_images(messages: Sequence[dict[str, Any]]) -> bool:

@@ -171,6 +171,7 @@ class Handler(BaseHTTPRequestHandler):
             path=self.path,
             headers=dict(self.headers.items()),
             body=body,
+            raw=raw,
             protocol=protocol.name,
             connection=tuple(self.client_address[:2]),
         )

@@ -44,6 +44,7 @@ class RecordedRequest:
     completed: bool = False
     disconnected: bool = False
     chunks_sent: int = 0
+    raw: bytes = b""  # the body's bytes exactly as they arrived
 
     @property
     def is_chat(self) -> bool:

@@ -1,0 +1,56 @@
+"""Budgets in a real kernel: the line that stops a question, the yes, and the cap that holds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from kernel_helpers import Kernel, kernel_env
+from nbchat.testing import Reply, ScriptedServer
+from shell_helpers import asked
+
+pytestmark = pytest.mark.kernel
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def kernel(server: ScriptedServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernel]:
+    env = kernel_env(
+        tmp_path_factory.mktemp("kernel"), NBCHAT_BASE_URL=server.url,
+        NBCHAT_STORE=str(tmp_path_factory.mktemp("store")), NBCHAT_USER="kim",
+        NBCHAT_MODEL="scripted-small", NBCHAT_PRICES='{"scripted-small": [100, 400]}',
+        NBCHAT_MAX_KERNEL_BUDGET="0.5", NBCHAT_HARD_BUDGET="1",
+    )
+    with Kernel(env, cwd=tmp_path_factory.mktemp("cwd")) as started:
+        started.ok("%load_ext nbchat\n%config ChatMagics.builtin_tools = False")
+        yield started
+
+
+def test_over_budget_stops_with_one_line_then_the_flag_sends(kernel, server):
+    server.script(Reply("Sent."))
+    kernel.ok("%config ChatMagics.budget = 0.001")
+    before = len(asked(server))
+    stopped = kernel.run("%chat --max-tokens 5 Hello there", interactive=False)
+    assert len(asked(server)) == before  # nothing was sent
+    assert "Traceback" not in stopped.text()
+    assert "would cost ≈ $" in stopped.text() and "--over-budget" in stopped.text()
+    sent = kernel.ok("%chat --over-budget --max-tokens 5 Hello there", interactive=False)
+    assert "Sent." in sent.text() and len(asked(server)) == before + 1
+
+
+def test_the_administrators_hard_cap_cannot_be_lifted_from_the_notebook(kernel, server):
+    kernel.ok("%config ChatMagics.budget = 1000.0\n%config ChatMagics.kernel_budget = 1000.0\n"
+              "%config ChatMagics.prices = {'scripted-small': [0, 0]}\nimport os\n"
+              "for name in ('NBCHAT_MAX_KERNEL_BUDGET', 'NBCHAT_HARD_BUDGET', 'NBCHAT_PRICES'):\n"
+              "    os.environ.pop(name)")  # fmt: skip
+    before = len(asked(server))
+    run = kernel.run("%chat --over-budget --max-tokens 2000 Tell me everything",
+                     interactive=False)  # fmt: skip
+    assert "NBCHAT_MAX_KERNEL_BUDGET" in run.text() and "hard limit" in run.text()
+    assert len(asked(server)) == before
