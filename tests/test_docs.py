@@ -93,8 +93,9 @@ def test_the_tutorials_saved_html_is_nbchats_sanitized_html(path: Path):
             if "text/html" in output.get("data", {})]
     assert html
     for shown in html:
-        assert shown.startswith(markup.STYLE + f'<div class="{markup.ROOT_CLASSES}">'), shown[:200]
-        body = shown[len(markup.STYLE + f'<div class="{markup.ROOT_CLASSES}">'):].removesuffix("</div>")
+        wrapper = markup.STYLE + f'<div class="{markup.ROOT_CLASSES}">'
+        assert shown.startswith(wrapper), shown[:200]
+        body = shown[len(wrapper):].removesuffix("</div>")
         assert markup.sanitize(body) == VOID_CLOSED.sub(r"<\1\2>", body)  # nothing removed
     assert all(set(output.get("data", {})) <= {"text/html", "text/plain", "image/png"}
                for output in outputs)
