@@ -85,3 +85,11 @@ def test_hidden_characters_inside_a_string_run_once_the_person_has_seen_them(
     assert "U+202E RIGHT-TO-LEFT OVERRIDE on line 1" in shown and "\u202e" not in shown
     prompt.buttons[0].click()
     assert runs == [code]
+
+
+def test_code_put_in_the_next_cell_holds_the_escapes_and_a_note_says_so(run, ip, server):
+    server.script(Reply('Try:\n\n```python\nif mode != "dry-run\u202e":\n    go()\n```\n'))
+    ran = run("%chat --code write it")
+    assert ip.rl_next_input == 'if mode != "dry-run\\u202e":\n    go()'
+    assert "U+202E RIGHT-TO-LEFT OVERRIDE on line 1" in ran.out
+    assert "the escape is kept in its place" in ran.out
