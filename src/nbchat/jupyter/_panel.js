@@ -358,6 +358,8 @@ function render({ model, el }) {
   const closeThreads = () => {
     threadsPop.hidden = true;
     switcher.setAttribute("aria-expanded", "false");
+    search.value = ""; // a search ends with its popup: reopened, it lists every thread
+    filter = "";
   };
 
   const drawHeader = () => {
@@ -562,6 +564,8 @@ function render({ model, el }) {
   const submit = () => {
     if (model.get("streaming") || !box.value.trim()) return;
     recalled = -1;
+    stick = true; // the view follows what was just sent, wherever it was scrolled
+    scroll.scrollTop = scroll.scrollHeight;
     model.set("value", box.value);
     model.send({ event: "submit", value: box.value });
   };

@@ -332,12 +332,17 @@ class ChatPanel(anywidget.AnyWidget):
                 raise
             self._ask_budget(error)
             return
-        self.picked = []
-        self.refresh_variables()
-        self.value = ""
-        self.history = [*self.history[-(HISTORY_SIZE - 1):], query]
-        self._set_status(note)
-        self._load_threads(thread_id)
+        self._set_streaming(True)  # from here the live message shows this turn, not the list
+        try:
+            self.picked = []
+            self.refresh_variables()
+            self.value = ""
+            self.history = [*self.history[-(HISTORY_SIZE - 1):], query]
+            self._set_status(note)
+            self._load_threads(thread_id)
+        except BaseException:
+            self._set_streaming(False)
+            raise
         self._start(events, query)
 
     @shows_errors
@@ -716,6 +721,8 @@ class ChatPanel(anywidget.AnyWidget):
         if thread is None and self.thread_id is not None:
             thread = self.chat.store.get(self.thread_id)
         turns = thread.turns if thread is not None else []
+        if self.streaming and turns and turns[-1].status == "streaming":
+            turns = turns[:-1]  # the turn streaming here: the live message shows it
         shown = turns[-self._shown_turns:]
         first = len(turns) - len(shown)
         with self.hold_sync():
