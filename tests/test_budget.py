@@ -134,3 +134,13 @@ def test_a_hard_cap_holds_for_a_history_question_too(scripted_server, tmp_path, 
     with pytest.raises(OverBudget):
         chat.ask_with_history("Hello?", ChatHistory(), over_budget=True)
     assert scripted_server.chat_requests == []
+
+
+def test_a_new_thread_made_for_a_question_over_budget_is_not_left_behind(run, server, priced):
+    server.script(Reply("Answer."))
+    run("%config ChatMagics.budget = 0.01")
+    refused = run("%chat -n Tell me everything about budgets")
+    assert "--over-budget" in refused.err and not asked(server)
+    assert "No threads yet" in run("%chat --list").out
+    assert run("%chat --over-budget -n Tell me everything").error is None
+    assert len(asked(server)) == 1

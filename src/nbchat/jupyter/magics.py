@@ -35,7 +35,7 @@ from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, ob
 from ..base import markup
 from ..base._notices import set_notifier
 from ..base._secrets import Scrubbed, noting_scrubs
-from ..base.errors import NbchatError
+from ..base.errors import NbchatError, OverBudget
 from ..base.options import check_options
 from ..context._interpolate import resolve
 from . import _magic_context
@@ -511,13 +511,20 @@ class ChatMagics(Magics):
                 question, history, model=opts.model, options=options, context=items,
                 mcp=opts.mcp, over_budget=opts.over_budget,
             )
+        before = self.thread_id
         thread_id = self._thread_for(opts)
         if opts.set or opts.builtin_tools or opts.window:
             self._set_thread(opts, thread_id, quiet=True)
-        return chat.iter_ask(
-            thread_id, question, model=opts.model, options=options, context=items, mcp=opts.mcp,
-            over_budget=opts.over_budget,
-        )
+        try:
+            return chat.iter_ask(
+                thread_id, question, model=opts.model, options=options, context=items,
+                mcp=opts.mcp, over_budget=opts.over_budget,
+            )
+        except OverBudget:
+            if thread_id != before and opts.thread is None:  # made for a question not sent
+                chat.delete_thread(thread_id)
+                self.thread_id = before
+            raise
 
     @staticmethod
     def _shown(result: RenderResult) -> RenderResult:
