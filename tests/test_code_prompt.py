@@ -54,7 +54,8 @@ def visible_code(html_text: str) -> str:
     """The text of the code block a browser would show."""
     block = re.search(r"<pre[^>]*><code>(.*?)</code></pre>", html_text, re.S)
     assert block is not None
-    return html.unescape(re.sub(r"<[^>]+>", "", block.group(1))).rstrip("\n")
+    lines = block.group(1).replace('<span class="nbchat-line">', "\n")  # a block per line
+    return html.unescape(re.sub(r"<[^>]+>", "", lines)).removeprefix("\n").rstrip("\n")
 
 
 def sent_results(server: ScriptedServer) -> list[str]:

@@ -35,14 +35,19 @@ BOX = r"\smash{\color{white}{\rule{60em}{4.6em}}}"
 PAINTED = f'!echo ${BOX}$\nopen("covered.txt", "w").write("x")\nprint("harmless")'
 ANSWER_MATH = r"Here $x^2$ and $\smash{\lower{2em}{\color{white}{\rule{60em}{20em}}}}$"
 LONG = 'x = "' + "a" * 300 + '";open("far.txt", "w")'
+# The question line is the model's too: in the math case it carries the box as well.
+WHY = {"hidden": "To check the mode.", "math": f"To check ${BOX}$ the mode.",
+       "long line": "To check the mode."}
 
 # For each drawn line of a code block: is the element at its first character inside it?
 HIT_TEST = """(pre) => {
   const hits = [];
   const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
-  let lineStart = true;
+  let lineStart = true, line = null;
   for (let n = walker.nextNode(); n; n = walker.nextNode()) {
     const text = n.nodeValue;
+    const block = n.parentElement.closest(".nbchat-line");
+    if (block !== line) { lineStart = true; line = block; }
     for (let i = 0; i < text.length; i++) {
       if (text[i] === "\\n") { lineStart = true; continue; }
       if (!lineStart || !text[i].trim()) continue;
@@ -92,6 +97,7 @@ def _prompt_code(out: Locator) -> Locator:
 def _checks_hidden(out: Locator) -> None:
     pre = _prompt_code(out)
     drawn = pre.inner_text()
+    assert drawn.count("\n") <= 3, drawn  # one line break per line, as a copy takes it
     assert not re.search("[\u202a-\u202e\u2066-\u2069\u200b-\u200d]", drawn), drawn
     for escape in ("\\u202e", "\\u2066", "\\u2069", "\\u200b"):
         assert escape in drawn
@@ -109,7 +115,7 @@ def _checks_nothing_paints_over(out: Locator) -> None:
     pre = _prompt_code(out)
     hits = pre.evaluate(HIT_TEST)
     assert hits == [True, True, True], "a drawn code line is covered by another element"
-    assert "\\rule" in prompt.inner_text()  # the quoted line is shown as text
+    assert prompt.inner_text().count("\\rule") == 3  # in the code, the reason, the question
 
 
 def _checks_wraps(out: Locator) -> None:
@@ -126,7 +132,7 @@ CASES = {"hidden": (TROJAN, _checks_hidden), "math": (PAINTED, _checks_nothing_p
 @pytest.mark.parametrize("case", ["hidden", "math", "long line"])
 def test_a_code_prompt_in_a_cell_draws_what_runs(notebook, scripted_server, tmp_path, case):
     code, check = CASES[case]
-    _ask(scripted_server, code, "To check the mode.", ANSWER_MATH if case == "math" else "")
+    _ask(scripted_server, code, WHY[case], ANSWER_MATH if case == "math" else "")
     setup = SETUP.format(url=scripted_server.url, store=str(tmp_path / "store"))
     nb = notebook([setup, "%chat --agent please run it"])
     nb.run_cell(0)
@@ -144,7 +150,7 @@ def test_a_code_prompt_in_a_cell_draws_what_runs(notebook, scripted_server, tmp_
 @pytest.mark.parametrize("case", ["hidden", "math", "long line"])
 def test_the_same_prompt_in_the_panel_draws_what_runs(notebook, scripted_server, tmp_path, case):
     code, check = CASES[case]
-    _ask(scripted_server, code, "To check the mode.", ANSWER_MATH if case == "math" else "")
+    _ask(scripted_server, code, WHY[case], ANSWER_MATH if case == "math" else "")
     setup = SETUP.format(url=scripted_server.url, store=str(tmp_path / "store"))
     nb = notebook([setup, "%chat --agent --no-stream please run it", "%chat --panel"])
     nb.run_cell(0)

@@ -359,9 +359,8 @@ def approval(source: str, language: str | None = "python", *, what: str = "This 
     """
     source = _TRAILING_BREAKS.sub("", source)
     lines = _highlighted(source, language).rstrip("\n").split("\n")
-    # Each line a block of its own, its newline kept inside so copied text keeps it.
-    numbered = "\n".join(f'<span class="nbchat-line">{line}' for line in lines).replace(
-        "\n", "\n</span>") + "</span>"
+    # Each line a block of its own: a copied selection gets one line break per line.
+    numbered = "".join(f'<span class="nbchat-line">{line}</span>' for line in lines)
     parts = [SafeHTML(f'<pre class="nbchat-code nbchat-lines"><code>{numbered}</code></pre>\n')]
     warning = _visible.summary(source, what=what)
     if warning:
