@@ -89,6 +89,11 @@ class Reply:
     redacted_thinking
         Anthropic: a ``redacted_thinking`` block with this opaque data, after
         any ``reasoning``.
+    usage_fields
+        The protocol's own usage fields, sent instead of the counted ones, as
+        a faulty or hostile endpoint might: ``{"prompt_tokens": -5}`` (OpenAI),
+        ``{"eval_count": 10**30}`` (Ollama), ``{"input_tokens": True}``
+        (Anthropic, in ``message_start`` and ``message_delta`` both).
 
     Notes
     -----
@@ -126,12 +131,15 @@ class Reply:
     error_after: int | None = None
     cached_tokens: int = 0
     redacted_thinking: str = ""
+    usage_fields: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         calls = tuple(_tool_call(call) for call in self.tool_calls)
         object.__setattr__(self, "tool_calls", calls)
         if self.chunks is not None:
             object.__setattr__(self, "chunks", tuple(self.chunks))
+        if self.usage_fields is not None:
+            object.__setattr__(self, "usage_fields", dict(self.usage_fields))
         _validate(self)
 
     @property
