@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ..base._secrets import excerpt
 from ..base.content import CONTEXT_NOTE, items_from_message
 from ..base.errors import MalformedStream, ServerError, StreamCutOff
 from ..base.events import (
@@ -185,7 +186,7 @@ class AnthropicProvider:
         try:
             return _message(json.loads(body))
         except ValueError:
-            return body.decode("utf-8", "replace").strip()[:200]
+            return excerpt(body.decode("utf-8", "replace").strip(), 200)
 
 
 # -- requests -------------------------------------------------------------------

@@ -25,8 +25,8 @@ from typing import Any
 
 from ..base._delimiters import neutralise
 from ..base._notices import notify
-from ..base._secrets import scrub
-from ..base.content import CHARS_PER_TOKEN
+from ..base._secrets import cut_scrubbed, excerpt
+from ..base.content import head_and_tail
 from ..base.errors import ConfigError, InputError, InvalidToolAnswer, McpServerError
 from ..tools import ClientTool
 from ..tools._arguments import schema_problem
@@ -82,7 +82,7 @@ class McpTool(ClientTool):
         self.info, self.server, self._call = info, server, call
         self._current = current
         self.name = info.exposed
-        said = " ".join(info.description.split())[:MAX_DESCRIPTION]
+        said = excerpt(" ".join(info.description.split()), MAX_DESCRIPTION)
         self.description = f"{said or info.name} (tool {info.name!r} of MCP server {server.name!r})"
         self.parameters = dict(info.parameters)
 
@@ -177,7 +177,7 @@ class McpTool(ClientTool):
 
 
 def as_text(result: McpResult, budget: int = RESULT_BUDGET) -> str:
-    """A result as the model reads it: secrets scrubbed, cut mid-way to ``budget`` tokens."""
+    """A result as the model reads it: secrets scrubbed, then cut mid-way to ``budget`` tokens."""
     parts = list(result.texts)
     if result.structured is not None and not parts:
         parts.append(json.dumps(result.structured, ensure_ascii=False, default=str))
@@ -187,7 +187,7 @@ def as_text(result: McpResult, budget: int = RESULT_BUDGET) -> str:
     text = "\n".join(parts) or "(the tool returned nothing)"
     if result.is_error:
         text = f"error: the tool reported an error: {text}"
-    return neutralise(_head_and_tail(scrub(text), budget * CHARS_PER_TOKEN))
+    return neutralise(cut_scrubbed(text, lambda whole: head_and_tail(whole, budget)))
 
 
 def selected_servers(selection: Selection, config: McpConfig) -> tuple[str, ...]:
@@ -294,10 +294,3 @@ def mcp_tool_named(name: str) -> McpTool | None:
     if "__" not in name or server not in config.names:
         return None
     return next((tool for tool in mcp_tools([server]) if tool.name == name), None)
-
-
-def _head_and_tail(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n… ({len(text) - 2 * half:,} characters left out) …\n{text[-half:]}"

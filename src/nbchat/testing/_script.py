@@ -48,8 +48,9 @@ class Reply:
         deterministic answer of this many chunks (``word0 word1 …``).
     delay
         Seconds between chunks.
-    status, retry_after, error_message
-        Answer with this HTTP error status instead, in the protocol's error body.
+    status, retry_after, error_message, error_body
+        Answer with this HTTP error status instead, in the protocol's error body,
+        or with ``error_body`` as a plain-text body (a proxy's error page, say).
     cut_after, malformed_after, stall_after, stall
         After that many chunks: close the socket mid-body; send a line that is
         not JSON; or wait ``stall`` seconds before going on.
@@ -115,6 +116,7 @@ class Reply:
     status: int | None = None
     retry_after: float | None = None
     error_message: str | None = None
+    error_body: str | None = None
     cut_after: int | None = None
     malformed_after: int | None = None
     stall_after: int | None = None
