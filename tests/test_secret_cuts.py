@@ -146,7 +146,8 @@ def test_what_the_notebook_tools_and_run_code_send_holds_no_piece(
                 tools=notebook_tools(ip, approval="never-ask"))  # fmt: skip
     calls = [("describe", {"name": "df"}), ("last_error", {}),
              ("run_code", {"code": "print('p' * 20000 + value)\nvalue"})]  # fmt: skip
-    server.script(Reply(when="go", tool_calls=calls, times=1), Reply("Done.", after_tool="run_code"))
+    server.script(Reply(when="go", tool_calls=calls, times=1),
+                  Reply("Done.", after_tool="run_code"))  # fmt: skip
     assert chat.ask(chat.new_thread(), "go").text == "Done."
     last = asked(server)[-1].messages
     results = [m["content"] for m in last if m["role"] == "tool"]
