@@ -82,6 +82,16 @@ def offered(server: ScriptedServer, request: int = 0) -> list[str]:
     return [t["function"]["name"] for t in server.chat_requests[request].body.get("tools") or ()]
 
 
+def ask_to_note(chat: Chat, server: ScriptedServer, text: str, then: str, times: int = 1):
+    """A new thread asked "note please": the model calls write_note(text), then says ``then``."""
+    server.script(
+        Reply(when="note please", tool_calls=[("t__write_note", {"text": text})], times=times),
+        Reply(then, after_tool="t__write_note"),
+    )
+    thread = chat.new_thread()
+    return thread, chat.ask(thread, "note please")
+
+
 # -- configuration -------------------------------------------------------------------------
 def test_servers_come_from_the_users_file_never_from_the_working_directory(
     configure, config_dir, tmp_path, monkeypatch
@@ -173,12 +183,7 @@ def test_a_writing_tool_asks_and_runs_exactly_once_after_run(
     configure, chat, scripted_server, notes
 ):
     configure()
-    scripted_server.script(
-        Reply(when="note", tool_calls=[("t__write_note", {"text": "<b>hi</b>"})], times=1),
-        Reply("Noted.", after_tool="t__write_note"),
-    )
-    thread = chat.new_thread()
-    answer = chat.ask(thread, "note please")
+    thread, answer = ask_to_note(chat, scripted_server, "<b>hi</b>", "Noted.")
     assert answer.status == "suspended" and not notes.exists()
     (call,) = answer.pending
     assert call.prompt.options == ("Run", "Reject")
@@ -316,12 +321,8 @@ def test_a_pending_call_runs_only_after_the_persons_yes_whatever_the_server_says
     configure, chat, scripted_server, notes
 ):
     configure()
-    scripted_server.script(
-        Reply(when="note please", tool_calls=[("t__write_note", {"text": "x"})], times=2),
-        Reply("Fine.", after_tool="t__write_note"),
-    )
-    thread = chat.new_thread()
-    assert chat.ask(thread, "note please").status == "suspended"
+    thread, answer = ask_to_note(chat, scripted_server, "x", "Fine.", times=2)
+    assert answer.status == "suspended"
     relabel("write_note", True)  # now it says read-only: the saved call still waits
     assert not notes.exists()
     assert chat.answer_tool_call(thread, "reject").text == "Fine." and not notes.exists()
