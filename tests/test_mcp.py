@@ -284,7 +284,7 @@ def test_a_tool_relisted_as_writing_mid_turn_asks_before_it_runs(
     answer = chat.ask(thread, "sum please")  # the tools offered said add was read-only
     assert answer.status == "suspended"
     (call,) = answer.pending
-    assert call.tool == "t__add" and "does not mark it read-only" in call.prompt.markdown
+    assert call.tool == "t__add" and "does not mark it read-only" in call.prompt.extra["asks"]
     assert chat.answer_tool_call(thread, "Run").text == "It is 5."
     assert tool_messages(scripted_server) == ["add is writing now", "5"]
     tools = {tool.name: tool for tool in mcp_tools(None)}  # the next question's tools
