@@ -65,7 +65,8 @@ def test_a_read_only_tool_runs_at_once_and_the_server_ends_with_the_kernel(
         assert "Got it." in asked.text()
         (tool,) = [m for request in scripted_server.chat_requests for m in request.messages
                    if m["role"] == "tool"]  # fmt: skip
-        pid = json.loads(tool["content"])["pid"]
+        answer = tool["content"].split("<answer>\n", 1)[1].split("\n</answer>", 1)[0]
+        pid = json.loads(answer)["pid"]
         assert not gone(pid, wait=0)
         kernel.client.stop_channels()
         # Shut down as a front end does (nbchat stops the server at exit), or killed

@@ -50,12 +50,40 @@ def test_jupyterlab_serves_the_panels_code_and_the_panel_sends_only_a_loader(
     assert page.locator(f'link[href$="/nbchat/static/panel-{version}.css"]').count() == 1
     assert page.locator(f"style#nbchat-panel-css-{version}").count() == 0
     base = f"{jupyterlab.url}/nbchat/static"
-    with httpx.Client(trust_env=False) as http:
+    login = {"Authorization": f"token {jupyterlab.token}"}
+    with httpx.Client(trust_env=False, headers=login) as http:
         served = http.get(f"{base}/panel-{version}.js")
         assert served.status_code == 200 and served.text == _panel_assets.code()
         assert "immutable" in served.headers["cache-control"]
         assert http.get(f"{base}/_static.py").status_code == 404  # only the two files
     assert len(_panel_assets.loader()) < 4000  # what each panel sends besides its state
+
+
+ADMIN_HEADERS = {"X-Frame-Options": "DENY", "X-Nbchat-Test-Admin": "set by the administrator"}
+
+
+def test_the_route_sends_the_servers_security_headers_and_the_administrators(tmp_path):
+    settings = {"ServerApp": {"tornado_settings": {"headers": ADMIN_HEADERS}}}
+    version = _panel_assets.version()
+    with start_jupyterlab(tmp_path / "lab", server_config=settings) as lab, httpx.Client(
+        trust_env=False, headers={"Authorization": f"token {lab.token}"}
+    ) as http:
+        for name, kind in [("js", "text/javascript"), ("css", "text/css")]:
+            served = http.get(f"{lab.url}/nbchat/static/panel-{version}.{name}")
+            assert served.status_code == 200 and served.headers["content-type"].startswith(kind)
+            assert served.headers["x-content-type-options"] == "nosniff"
+            assert served.headers["content-security-policy"].startswith("frame-ancestors 'self'")
+            for header, value in ADMIN_HEADERS.items():
+                assert served.headers[header] == value
+            assert served.headers["cache-control"] == "public, max-age=31536000, immutable"
+            lab_page = http.get(f"{lab.url}/lab")  # what every Jupyter page sends, the same
+            assert lab_page.headers["content-security-policy"] == served.headers[
+                "content-security-policy"]
+        missing = http.get(f"{lab.url}/nbchat/static/panel-0.js")
+        assert missing.status_code == 404 and missing.headers["x-nbchat-test-admin"]
+        anonymous = httpx.get(f"{lab.url}/nbchat/static/panel-{version}.js", trust_env=False)
+        assert anonymous.status_code == 302 and "/login" in anonymous.headers["location"]
+        assert _panel_assets.code() not in anonymous.text
 
 
 def test_without_the_route_the_kernel_sends_the_code_and_the_panel_works(

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
@@ -118,3 +118,59 @@ def redacted_repr(record: Any) -> str:
 def redact_url(text: str) -> str:
     """``text`` with the user and password of every URL in it replaced: ``https://[redacted]@host``."""
     return _USERINFO.sub(REDACTED, text)
+
+
+def scrub_pieces(text: str) -> str:
+    """:func:`scrub`, and every piece of a known secret at least MIN_SECRET characters long.
+
+    A cut (a library's column width, a budget) can leave the start or the end of a
+    secret, which :func:`scrub` no longer recognises: any run of text that is part
+    of one, from MIN_SECRET characters on, is replaced too. One search of ``text``
+    per MIN_SECRET-long window of each secret: for text already cut to a budget.
+    """
+    text = scrub(text)
+    spans: list[tuple[int, int]] = []
+    for secret in known_secrets():  # any order: the pieces found are merged
+        for start in range(len(secret) - MIN_SECRET + 1):
+            window = secret[start : start + MIN_SECRET]
+            at = text.find(window)
+            while at != -1:
+                spans.append((at, at + MIN_SECRET))
+                at = text.find(window, at + 1)
+    if not spans:
+        return text
+    parts, kept = [], 0
+    for begin, end in _merged(spans):
+        parts += [text[kept:begin], REDACTED]
+        kept = end
+    return "".join(parts) + text[kept:]
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping or touching spans as one, in order."""
+    merged: list[tuple[int, int]] = []
+    for begin, end in sorted(spans):
+        if merged and begin <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((begin, end))
+    return merged
+
+
+def cut_scrubbed(text: str, cut: Callable[[str], str]) -> str:
+    """``cut(text)`` with secrets scrubbed before the cut, and any piece of one after it.
+
+    >>> import os
+    >>> os.environ["EXAMPLE_TOKEN"] = "tok-1234567890"
+    >>> cut_scrubbed("token tok-1234567890", lambda text: text[:12])
+    'token [redac'
+    >>> scrub_pieces("token tok-123456")  # what a cut before the scrub would have left
+    'token [redacted]'
+    >>> del os.environ["EXAMPLE_TOKEN"]
+    """
+    return scrub_pieces(cut(scrub(text)))
+
+
+def excerpt(text: str, limit: int) -> str:
+    """The first ``limit`` characters of ``text``, secrets scrubbed before the cut."""
+    return cut_scrubbed(text, lambda whole: whole[:limit])

@@ -142,6 +142,16 @@ def fit(text: str, budget: int) -> str:
     return text[:cut] + note
 
 
+def head_and_tail(text: str, budget: int) -> str:
+    """``text`` within ``budget`` estimated tokens: its start and its end, the middle left out."""
+    if estimate_tokens(text) <= budget:
+        return text
+    head = chars_within(text, budget // 2)
+    tail = chars_within(text[::-1], budget // 2)
+    skipped = len(text) - head - tail
+    return f"{text[:head]}\n… ({skipped:,} characters left out) …\n{text[len(text) - tail:]}"
+
+
 def content_parts(text: str, items: Iterable[ContextItem]) -> list[dict[str, Any]]:
     """A question and its context as OpenAI content parts: the text, the note, each item."""
     items = list(items)

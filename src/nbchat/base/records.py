@@ -50,6 +50,21 @@ class ToolCall:
         return cls(id=call_id, name=name, arguments=args)
 
 
+MAX_TOKEN_COUNT = 1_000_000_000
+"""The largest token count believed: 100 times the largest context window offered today
+(10 million tokens), so a turn's nine requests summed stay far below it, while a count
+no model could have used (an endpoint's bug or a hostile one) is dropped as unknown."""
+
+_COUNT_NAMES = ("prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
+def token_count(value: object) -> int | None:
+    """``value`` as a token count: a whole number from 0 to MAX_TOKEN_COUNT, else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT:
+        return value
+    return None
+
+
 @dataclass(frozen=True)
 class Usage:
     """Token counts an endpoint reported, when it reports them.
@@ -57,6 +72,10 @@ class Usage:
     ``prompt_tokens`` is the whole input; ``cache_read_tokens`` and
     ``cache_write_tokens`` are the parts of it read from and written to the
     endpoint's prompt cache (priced apart), None when the endpoint says nothing.
+    Every count is checked here, whatever it came from (a wire format, a stored
+    turn): one that is not a whole number from 0 to :data:`MAX_TOKEN_COUNT` is
+    None (unknown), never shown nor priced, and cached parts larger than the
+    whole input are dropped too.
     """
 
     prompt_tokens: int | None = None
@@ -64,21 +83,36 @@ class Usage:
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
 
+    def __post_init__(self) -> None:
+        for name in _COUNT_NAMES:
+            object.__setattr__(self, name, token_count(getattr(self, name)))
+        cached = (self.cache_read_tokens or 0) + (self.cache_write_tokens or 0)
+        if self.prompt_tokens is not None and cached > self.prompt_tokens:
+            object.__setattr__(self, "cache_read_tokens", None)
+            object.__setattr__(self, "cache_write_tokens", None)
+
     @property
     def total_tokens(self) -> int | None:
         if self.prompt_tokens is None and self.completion_tokens is None:
             return None
         return (self.prompt_tokens or 0) + (self.completion_tokens or 0)
 
+    @property
+    def is_empty(self) -> bool:
+        """No count is known."""
+        return all(getattr(self, name) is None for name in _COUNT_NAMES)
+
     def to_dict(self) -> dict[str, int]:
         """The counts the endpoint reported, as stored with a turn."""
-        counts = {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "cache_write_tokens": self.cache_write_tokens,
-        }
+        counts = {name: getattr(self, name) for name in _COUNT_NAMES}
         return {name: value for name, value in counts.items() if value is not None}
+
+    @classmethod
+    def from_dict(cls, data: object) -> Usage:
+        """The counts of a stored turn's usage (or any mapping), each checked; none if not one."""
+        if not isinstance(data, Mapping):
+            return cls()
+        return cls(*(token_count(data.get(name)) for name in _COUNT_NAMES))
 
     def __add__(self, other: Usage) -> Usage:
         """The counts of two replies of one turn, summed (None stays None only on both sides)."""
@@ -86,10 +120,7 @@ class Usage:
 
 
 def _counts(usage: Usage) -> tuple[int | None, ...]:
-    return (
-        usage.prompt_tokens, usage.completion_tokens, usage.cache_read_tokens,
-        usage.cache_write_tokens,
-    )  # fmt: skip
+    return tuple(getattr(usage, name) for name in _COUNT_NAMES)
 
 
 def _sum(a: int | None, b: int | None) -> int | None:

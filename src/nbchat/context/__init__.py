@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..base._secrets import scrub
+from ..base._secrets import cut_scrubbed, excerpt
 from ..base.content import CHARS_PER_TOKEN as CHARS_PER_TOKEN  # importable here, as before
 from ..base.content import (
     CONTEXT_NOTE,
@@ -98,7 +98,7 @@ def describe(
     picture = image_of(obj, max_side) if image and is_image(obj) else None
     if picture is not None:
         text += f"\n(the image is attached: {picture.width}×{picture.height} px)"
-    return ContextItem(name, kind, fit(scrub(text), budget), picture)
+    return ContextItem(name, kind, cut_scrubbed(text, lambda whole: fit(whole, budget)), picture)
 
 
 def _description(obj: object, formatter: Formatter | None) -> tuple[str, str]:
@@ -106,7 +106,7 @@ def _description(obj: object, formatter: Formatter | None) -> tuple[str, str]:
         return _first_description(obj, formatter)
     except Exception as exc:  # the object's own code (or an odd dtype) failed: say so, go on
         kind = type(obj).__name__
-        why = f"{type(exc).__name__}: {exc}"[:200]
+        why = excerpt(f"{type(exc).__name__}: {exc}", 200)
         return kind, f"{type(obj).__module__}.{kind} (not described: {why}): {short_repr(obj)}"
 
 

@@ -7,6 +7,10 @@ recognised by the object's type's module, never imported here: a DataFrame
 can only exist if pandas already is. Big data is summarised from an evenly
 spaced sample, and the text says so, so a description costs milliseconds
 whatever the size.
+
+Where a library cuts what it shows (pandas' column width, polars' string
+length, reprlib's), the values are scrubbed of secrets before the cut: a
+secret cut short is no longer recognised afterwards.
 """
 
 from __future__ import annotations
@@ -21,12 +25,33 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from ..base._secrets import REDACTED, known_secrets, scrub
 from ._images import _figure_of
 
 SAMPLE_ROWS = 100_000
 HEAD_ROWS = 5
 MAX_COLUMNS = 40
-_SHORT = reprlib.Repr()
+
+
+class _ScrubbingRepr(reprlib.Repr):
+    """reprlib's bounded repr, each string and repr scrubbed of secrets before it is cut."""
+
+    def repr_str(self, x: str, level: int) -> str:
+        return super().repr_str(scrub(x), level)
+
+    def repr_instance(self, x: object, level: int) -> str:
+        try:
+            text = scrub(repr(x))
+        except Exception:  # a broken __repr__: reprlib's own stand-in for it
+            return super().repr_instance(x, level)
+        if len(text) <= self.maxother:
+            return text
+        head = max(0, (self.maxother - 3) // 2)
+        tail = max(0, self.maxother - 3 - head)
+        return text[:head] + "..." + text[len(text) - tail :]
+
+
+_SHORT = _ScrubbingRepr()
 _SHORT.maxstring = _SHORT.maxother = 120
 _SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxset = _SHORT.maxdict = 10
 _SHORT.maxlevel = 3
@@ -92,11 +117,34 @@ def _pandas_frame(df: Any) -> Described:
     lines.append("columns (dtype, nulls):")
     for position, (name, dtype) in enumerate(shown.dtypes.items()):
         lines.append(f"  {name}: {dtype}, {_nulls(shown.iloc[:, position], sample, position)}")
-    lines += ["first rows:", shown.head(HEAD_ROWS).to_string(max_colwidth=40)]
+    lines += ["first rows:", _scrubbed_head(shown).to_string(max_colwidth=40)]
     numeric = sample.select_dtypes("number")
     if numeric.shape[1]:
         lines += [f"numeric summary{note}:", _numeric_summary(numeric)]
     return kind, "\n".join(lines)
+
+
+def _scrubbed_head(frame: Any) -> Any:
+    """The first rows, text cells and labels scrubbed (pandas then cuts them to the width)."""
+    head = frame.head(HEAD_ROWS).copy()
+    for position, (_, column) in enumerate(head.items()):
+        if column.dtype.kind == "O":  # object, string and categorical columns
+            head.isetitem(position, column.map(_scrubbed_cell).to_numpy(dtype=object))
+    if head.index.dtype.kind == "O":
+        head.index = head.index.map(_scrubbed_cell)
+    return head
+
+
+def _scrubbed_cell(value: object) -> object:
+    """A cell whose text holds a secret, as that text scrubbed; any other as it was."""
+    if isinstance(value, str):
+        return scrub(value)
+    try:
+        text = str(value)
+    except Exception:  # a broken __str__: pandas shows what it can of it
+        return value
+    clean = scrub(text)
+    return value if clean == text else clean
 
 
 def _nulls(column: Any, sample: Any, position: int) -> str:
@@ -187,12 +235,22 @@ def _polars_frame(df: Any) -> Described:
         tbl_width_chars=400,
         tbl_formatting="ASCII_MARKDOWN",
     ):
-        lines += ["first rows:", str(shown.head(HEAD_ROWS))]
+        lines += ["first rows:", str(_polars_scrubbed(shown.head(HEAD_ROWS)))]
     stats = [_polars_stats(shown.get_column(name)) for name in shown.columns]
     numeric = [f"  {name}: {s}" for name, s in zip(shown.columns, stats, strict=True) if s]
     if numeric:
         lines += ["numeric summary (mean, std, min, max):", *numeric]
     return kind, "\n".join(lines)
+
+
+def _polars_scrubbed(frame: Any) -> Any:
+    """The frame with secrets replaced in its text columns (polars then cuts long strings)."""
+    polars = sys.modules["polars"]
+    text = polars.col(polars.String)
+    secrets = sorted(known_secrets(), key=len, reverse=True)  # a key inside a longer one
+    for secret in secrets:
+        text = text.str.replace_all(secret, REDACTED, literal=True)
+    return frame.with_columns(text) if secrets else frame
 
 
 def _polars_series(series: Any) -> Described:

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..base._secrets import scrub
+from ..base._secrets import scrub_pieces
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _KEY = r"-?\d+|'[^'\\]*'|\"[^\"\\]*\"|" + _NAME
@@ -61,7 +61,7 @@ def interpolate(text: str, namespace: Mapping[str, Any]) -> Interpolated:
         if not found:
             unresolved.append("{" + reference + "}")
             return match.group(0)
-        shown = scrub(str(value))  # as for @name: a value's keys do not travel
+        shown = scrub_pieces(str(value))  # as for @name; pieces too: pandas cuts wide cells
         return "{" + shown + "}" if braced else shown
 
     result = _CANDIDATE.sub(replace, text)

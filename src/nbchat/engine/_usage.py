@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from ..base.config import ENV_PRICES
 from ..base.errors import ConfigError
+from ..base.records import Usage
 from ..store.base import Turn
 
 __all__ = [
@@ -137,20 +138,15 @@ class _Counts:
 
 
 def _counts(turn: Turn, prices: Mapping[str, Price]) -> _Counts | None:
-    usage = turn.usage or {}
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    if not isinstance(prompt, int) and not isinstance(completion, int):
+    """A stored turn's counts, checked as :class:`Usage` checks them; None when none is known."""
+    usage = Usage.from_dict(turn.usage)
+    if usage.prompt_tokens is None and usage.completion_tokens is None:
         return None
-    prompt = prompt if isinstance(prompt, int) else 0
-    completion = completion if isinstance(completion, int) else 0
-    read, write = (_whole(usage.get(f"{name}_tokens")) for name in _CACHE_PRICES)
+    prompt, completion = usage.prompt_tokens or 0, usage.completion_tokens or 0
+    read, write = usage.cache_read_tokens or 0, usage.cache_write_tokens or 0
     price = prices.get(turn.model or "")
     cost = None if price is None else price.cost(prompt, completion, read, write)
     return _Counts(prompt, completion, cost, read, write)
-
-
-def _whole(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _inputs(prompt: int, read: int, write: int) -> str:

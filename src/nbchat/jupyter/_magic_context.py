@@ -20,7 +20,7 @@ from IPython.core.error import UsageError
 
 from ..base import markup
 from ..base._notices import notify
-from ..base._secrets import scrub
+from ..base._secrets import cut_scrubbed
 from ..context._interpolate import interpolate
 
 ERROR_PROMPT = (
@@ -87,7 +87,8 @@ def error_question(shell: Any, text: str, opts: Any) -> str:
                          "then %chat --error")
     tb = getattr(sys, "last_traceback", None) or error.__traceback__
     lines = "".join(traceback.format_exception(type(error), error, tb)).rstrip()
-    question = ERROR_PROMPT.format(traceback=markup.fence(scrub(lines)[-MAX_TRACEBACK_CHARS:]))
+    question = ERROR_PROMPT.format(traceback=markup.fence(
+        cut_scrubbed(lines, lambda whole: whole[-MAX_TRACEBACK_CHARS:])))
     if text:
         question += "\n\n" + (text if opts.no_interpolate else interpolated(shell, text))
     return question

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..base import markup
 from ..base.errors import NbchatError
+from ..base.records import Usage
 from ..engine._usage import Price, dollars, thread_cost, turn_usage_line
 from ..store.base import Thread, Turn
 from ._views import answer_markdown
@@ -121,15 +122,13 @@ def context_gauge(
     cost = thread_cost(thread.turns, prices)
     if cost is not None:
         gauge["cost"] = dollars(cost)
-    last = next((t for t in reversed(thread.turns) if t.usage), None)
-    usage = last.usage if last is not None and last.usage else {}
-    used = usage.get("prompt_tokens")
-    if not isinstance(used, int):
+    counted = ((turn, Usage.from_dict(turn.usage)) for turn in reversed(thread.turns))
+    last, usage = next(((t, u) for t, u in counted if u.prompt_tokens is not None), (None, None))
+    if usage is None or usage.prompt_tokens is None:
         return gauge
-    gauge["used"] = used + int(usage.get("completion_tokens") or 0)
-    cached = usage.get("cache_read_tokens")
-    if isinstance(cached, int) and cached > 0:
-        gauge["cached"] = cached
+    gauge["used"] = usage.prompt_tokens + (usage.completion_tokens or 0)
+    if usage.cache_read_tokens:
+        gauge["cached"] = usage.cache_read_tokens
     model = (last.model if last is not None else None) or thread.model
     try:
         size = context_size(model) if model else None

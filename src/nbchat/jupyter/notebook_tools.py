@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..base._delimiters import neutralise
-from ..base._secrets import scrub
-from ..base.content import ContextItem, chars_within, estimate_tokens, fit
+from ..base._secrets import cut_scrubbed, scrub, scrub_pieces
+from ..base.content import ContextItem, fit, head_and_tail
 from ..base.errors import InputError
 from ..base.markup import fence
 from ..context import DEFAULT_BUDGET, describe
@@ -76,7 +76,7 @@ class RunResult:
         if self.error is not None:
             parts.append(f"error:\n{self.error}")
         text = "\n".join(parts) or "The code ran and printed nothing; its last line has no value."
-        return _head_and_tail(scrub(text), budget)
+        return cut_scrubbed(text, lambda whole: head_and_tail(whole, budget))
 
 
 class Notebook:
@@ -149,10 +149,11 @@ class Notebook:
         tb = getattr(sys, "last_traceback", None) or error.__traceback__
         trace = "".join(traceback.format_exception(type(error), error, tb)).rstrip()
         cell = self._cell_of(tb)
-        text = f"{type(error).__name__}: {error}\n\ntraceback:\n{trace[-6000:]}"
+        text = f"{type(error).__name__}: {error}\n\ntraceback:\n{scrub(trace)[-6000:]}"
         if cell is not None:
             text += f"\n\nthe cell that raised it (In[{cell[0]}]):\n{fence(cell[1], 'python')}"
-        return ContextItem("last_error", type(error).__name__, fit(scrub(text), budget))
+        item = cut_scrubbed(text, lambda whole: fit(whole, budget))
+        return ContextItem("last_error", type(error).__name__, item)
 
     def _cell_of(self, tb: Any) -> tuple[int, str] | None:
         """(number, source) of the input cell a traceback passes through, if IPython knows it."""
@@ -226,7 +227,7 @@ def show_run(result: RunResult) -> None:
 
 def _for_model(text: str) -> str:
     """What a notebook tool returns to the model: no secrets, no tag of nbchat's blocks."""
-    return neutralise(scrub(text))
+    return neutralise(scrub_pieces(text))
 
 
 def _format(exc: BaseException) -> str:
@@ -243,20 +244,10 @@ def _repr(value: object) -> str:
     if isinstance(value, (list, tuple, dict, set, frozenset)):
         return short_repr(value)
     try:
-        text = repr(value)
+        text = scrub(repr(value))  # before the cut, which would leave a secret unrecognised
     except Exception:  # a broken __repr__ is the value's problem, not the run's
         return short_repr(value)
     return text if len(text) <= 4000 else text[:4000] + " …"
-
-
-def _head_and_tail(text: str, budget: int) -> str:
-    """``text`` within ``budget`` estimated tokens: its start and its end, the middle left out."""
-    if estimate_tokens(text) <= budget:
-        return text
-    head = chars_within(text, budget // 2)
-    tail = chars_within(text[::-1], budget // 2)
-    skipped = len(text) - head - tail
-    return f"{text[:head]}\n… ({skipped:,} characters left out) …\n{text[len(text) - tail:]}"
 
 
 def _kind(value: object) -> str:

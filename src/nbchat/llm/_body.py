@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from ..base._secrets import excerpt
 from ..base.errors import (
     LLMError,
     LLMTimeout,
@@ -67,8 +68,9 @@ def parse_json(body: bytes, url: str) -> Any:
     try:
         return json.loads(body)
     except ValueError:
+        start = excerpt(body.decode("utf-8", "replace"), 80)
         raise MalformedStream(
-            f"the endpoint at {url} answered something that is not JSON: {body[:80]!r}; "
+            f"the endpoint at {url} answered something that is not JSON: {start!r}; "
             f"check that NBCHAT_BASE_URL points at the API (e.g. ends in /v1)",
             url=url,
         ) from None

@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection, Iterator
 
 import httpx
 
-from ..base._secrets import REDACTED, redact_url, remember, scrub
+from ..base._secrets import REDACTED, redact_url, remember, scrub, scrub_pieces
 from ..base._visible import for_terminal
 from ..base.config import ENV_AZURE_AD_TOKEN, Settings
 from ..base.errors import (
@@ -239,7 +239,8 @@ def _read_detail(response: httpx.Response, detail: Callable[[bytes], str]) -> st
     """
     body = response.read()
     response.close()
-    return for_terminal(redact(detail(body)))
+    clean = redact(body.decode("utf-8", "replace")).encode()  # before any cut in ``detail``
+    return for_terminal(scrub_pieces(redact(detail(clean))))
 
 
 def _number(pattern: re.Pattern[str], detail: str) -> int | None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..base.events import ReplyEvent, ToolCall, Usage
+from ..base.records import token_count
 
 
 @dataclass(frozen=True)
@@ -59,17 +60,8 @@ class Provider(Protocol):
 def usage_from(
     prompt: object, completion: object, cache_read: object = None, cache_write: object = None
 ) -> Usage:
-    """Usage from counts that may be missing or malformed."""
-    return Usage(
-        prompt_tokens=_count(prompt),
-        completion_tokens=_count(completion),
-        cache_read_tokens=_count(cache_read),
-        cache_write_tokens=_count(cache_write),
-    )
-
-
-def _count(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """Usage from counts that may be missing or malformed (:class:`Usage` checks them)."""
+    return Usage(*map(token_count, (prompt, completion, cache_read, cache_write)))
 
 
 def listed_ids(data: Any) -> list[str]:

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ..base._secrets import excerpt
 from ..base.content import CONTEXT_NOTE, items_from_message
 from ..base.errors import MalformedStream, ServerError, StreamCutOff
 from ..base.events import (
@@ -36,6 +37,7 @@ from ..base.events import (
     Usage,
     UsageReported,
 )
+from ..base.records import token_count
 from ._protocol import Reply, listed_ids, usage_from
 from ._sse import SSEDecoder
 from .openai import _loads
@@ -184,7 +186,7 @@ class AnthropicProvider:
         try:
             return _message(json.loads(body))
         except ValueError:
-            return body.decode("utf-8", "replace").strip()[:200]
+            return excerpt(body.decode("utf-8", "replace").strip(), 200)
 
 
 # -- requests -------------------------------------------------------------------
@@ -397,8 +399,9 @@ def _usage(counts: Mapping[str, Any]) -> Usage:
     """Anthropic's counts as nbchat's: the prompt is its uncached, read and written parts."""
     parts = [counts.get(k) for k in ("input_tokens", "cache_read_input_tokens",
                                      "cache_creation_input_tokens")]  # fmt: skip
-    numbers = [n for n in parts if isinstance(n, int) and not isinstance(n, bool)]
-    prompt = sum(numbers) if numbers else None
+    given = [token_count(parts[0]), *(token_count(n) for n in parts[1:] if n is not None)]
+    numbers = [n for n in given if n is not None]
+    prompt = sum(numbers) if len(numbers) == len(given) else None  # one bad part: unknown
     return usage_from(prompt, counts.get("output_tokens"), parts[1], parts[2])
 
 

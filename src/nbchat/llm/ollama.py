@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ..base._secrets import excerpt
 from ..base.content import CONTEXT_NOTE, items_from_message
 from ..base.errors import MalformedStream, ServerError, StreamCutOff
 from ..base.events import (
@@ -119,7 +120,7 @@ class OllamaProvider:
         try:
             data = json.loads(body)
         except ValueError:
-            return body.decode("utf-8", "replace").strip()[:200]
+            return excerpt(body.decode("utf-8", "replace").strip(), 200)
         return str(data.get("error", data)) if isinstance(data, dict) else str(data)
 
 
@@ -127,9 +128,10 @@ def _loads(line: str) -> dict[str, Any]:
     try:
         obj = json.loads(line)
     except ValueError:
-        raise MalformedStream(f"Ollama sent a line that is not JSON: {line[:80]!r}") from None
+        said = excerpt(line, 80)
+        raise MalformedStream(f"Ollama sent a line that is not JSON: {said!r}") from None
     if not isinstance(obj, dict):
-        raise MalformedStream(f"Ollama sent a line that is not an object: {line[:80]!r}")
+        raise MalformedStream(f"Ollama sent a line that is not an object: {excerpt(line, 80)!r}")
     if "error" in obj:
         raise ServerError(f"Ollama reported an error mid-stream: {obj['error']}")
     return obj

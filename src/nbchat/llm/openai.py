@@ -12,6 +12,7 @@ import json.scanner
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ..base._secrets import excerpt
 from ..base.content import content_parts, flatten_text, items_from_message, message_content
 from ..base.errors import MalformedStream, ServerError, StreamCutOff
 from ..base.events import (
@@ -138,7 +139,7 @@ class OpenAIProvider:
         try:
             return _message(json.loads(body))
         except ValueError:
-            return body.decode("utf-8", "replace").strip()[:200]
+            return excerpt(body.decode("utf-8", "replace").strip(), 200)
 
 
 def _to_openai(message: dict[str, Any]) -> dict[str, Any]:
@@ -182,7 +183,7 @@ def _loads(payload: str) -> Any:
             obj = None
         if not isinstance(obj, dict):
             raise MalformedStream(
-                f"the endpoint sent a stream chunk that is not JSON: {payload[:80]!r}"
+                f"the endpoint sent a stream chunk that is not JSON: {excerpt(payload, 80)!r}"
             )
     return obj
 

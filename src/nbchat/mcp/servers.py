@@ -11,6 +11,12 @@ loop in a background thread; nothing here imports Jupyter.
 A server that fails to start, dies or does not answer in its ``timeout`` gives
 one note naming it and its log, and the question goes on without its tools; a
 server that died or timed out starts again the next time it is needed.
+
+A server may change its tools while it runs and say so
+(``notifications/tools/list_changed``): they are listed again at once, and
+until that list arrives :meth:`SessionServers.current` waits for it (up to
+the server's ``timeout``; a server that does not re-list in time has no tool
+known), so a call is judged by the annotations the server gives now.
 """
 
 from __future__ import annotations
@@ -93,6 +99,8 @@ class _Server:
         self.tools: tuple[ToolInfo, ...] = ()
         self.log = "" if config.url else str(_log_path(config.name))
         self._session: Any = None
+        self._relisting: concurrent.futures.Future[None] | None = None  # after list_changed
+        self._changes = 0  # list_changed notifications heard, so a re-list knows it is stale
         self._stop: asyncio.Event | None = None
         self._task: concurrent.futures.Future[None] | None = None
         self._ready: concurrent.futures.Future[tuple[ToolInfo, ...]] | None = None
@@ -111,7 +119,7 @@ class _Server:
     def wait_started(self, ready: concurrent.futures.Future[tuple[ToolInfo, ...]]) -> None:
         """Wait for :meth:`start`; a server that does not come up is stopped and marked failed."""
         try:
-            self.tools = ready.result(self.config.timeout + START_GRACE)
+            ready.result(self.config.timeout + START_GRACE)  # the loop set self.tools
             self.state, self.error = "running", ""
         except concurrent.futures.TimeoutError:
             self._fail(f"did not start within {self.config.timeout:g} s")
@@ -136,6 +144,52 @@ class _Server:
         except Exception as exc:
             raise self._stopped(f"failed on {tool!r}: {_reason(exc)}") from None
         return _result(result)
+
+    def settle(self) -> bool:
+        """Wait for a re-list under way; False when it failed (then no tool is known)."""
+        relisting = self._relisting
+        if relisting is not None:
+            try:
+                relisting.result(self.config.timeout + START_GRACE)
+            except (Exception, concurrent.futures.CancelledError):  # noqa: BLE001  unknown: asks
+                return False
+        return True
+
+    def current(self, tool: str) -> ToolInfo | None:
+        """The tool ``tool`` as the server lists it now; None if it is gone or not known."""
+        if not self.settle() or self.state != "running":
+            return None
+        return next((info for info in self.tools if info.name == tool), None)
+
+    async def _on_message(self, message: Any) -> None:
+        """The session's notifications: a changed tool list is listed again."""
+        from mcp_types import ToolListChangedNotification
+
+        if isinstance(message, ToolListChangedNotification):
+            self._changes += 1
+            if self._relisting is None or self._relisting.done():
+                relisting: concurrent.futures.Future[None] = concurrent.futures.Future()
+                self._relisting = relisting
+                asyncio.get_running_loop().create_task(self._relist(relisting))
+
+    async def _relist(self, done: concurrent.futures.Future[None]) -> None:
+        """List the tools again until no change was heard meanwhile; on failure none is known."""
+        try:
+            while True:
+                heard, session = self._changes, self._session
+                if session is None:
+                    raise RuntimeError("the session closed")
+                tools = await asyncio.wait_for(_list_tools(session), self.config.timeout)
+                if heard == self._changes:
+                    break
+            self.tools = _tool_infos(self.config.name, tools)
+            done.set_result(None)
+        except Exception as exc:  # the SDK's and the transport's, whatever they are
+            self.tools = ()
+            where = f"; its log: {self.log}" if self.log else ""
+            notify(f"MCP server {self.config.name!r} said its tools changed but did not list "
+                   f"them again ({_reason(exc)}); its tools ask until it starts again{where}")
+            done.set_exception(exc)
 
     def _stopped(self, why: str) -> McpServerError:
         """Stop a server that failed a call, say so in one note; the error for the model."""
@@ -169,9 +223,12 @@ class _Server:
             async with AsyncExitStack() as stack:
                 session = await self._connect(stack)
                 await asyncio.wait_for(session.initialize(), self.config.timeout)
+                self._session, heard = session, self._changes
                 tools = await asyncio.wait_for(_list_tools(session), self.config.timeout)
-                self._session, self._stop = session, stop
-                ready.set_result(_tool_infos(self.config.name, tools))
+                if heard == self._changes:  # else the re-list under way sets them
+                    self.tools = _tool_infos(self.config.name, tools)
+                self._stop = stop
+                ready.set_result(self.tools)
                 await stop.wait()
         except BaseException as exc:  # noqa: B036  the caller waits on ready: it must hear
             if not ready.done():
@@ -204,7 +261,9 @@ class _Server:
             )  # fmt: skip
             streams = stdio_client(parameters, errlog=log)
         read, write = await stack.enter_async_context(streams)
-        return await stack.enter_async_context(ClientSession(read, write))
+        return await stack.enter_async_context(
+            ClientSession(read, write, message_handler=self._on_message)
+        )
 
     def _fail(self, why: str) -> None:
         self.state, self.error, self.tools = "failed", why, ()
@@ -239,7 +298,7 @@ class SessionServers:
         starting = [(s, s.start()) for s in servers if s.state != "failed"]
         for server, ready in starting:
             server.wait_started(ready)
-        return [tool for server in servers for tool in server.tools]
+        return [tool for server in servers if server.settle() for tool in server.tools]
 
     def call(self, server: str, tool: str, arguments: dict[str, Any]) -> McpResult:
         """Call a tool of a running server (see :meth:`_Server.call`)."""
@@ -248,6 +307,12 @@ class SessionServers:
         if found is None:
             raise McpServerError(f"MCP server {server!r} is not running", server=server)
         return found.call(tool, arguments)
+
+    def current(self, server: str, tool: str) -> ToolInfo | None:
+        """A running server's tool as it lists it now (see :meth:`_Server.current`), or None."""
+        with self._lock:
+            found = self._servers.get(server)
+        return None if found is None else found.current(tool)
 
     def status(self, config: McpConfig | None = None) -> list[ServerStatus]:
         """Every configured server and its state (none is started by this)."""

@@ -318,7 +318,8 @@ class Anthropic:
             "content": content,
             "stop_reason": None if answer.no_finish else self._stop_reason(answer),
             "stop_sequence": None,
-            "usage": {**self._input_usage(answer), "output_tokens": answer.completion_tokens},
+            "usage": {**self._input_usage(answer), "output_tokens": answer.completion_tokens,
+                      **answer.usage_fields},
         }
 
     def stream(self, answer: Answer, body: Body) -> StreamPlan:
@@ -327,7 +328,8 @@ class Anthropic:
             "message": {
                 "id": _message_id(answer), "type": "message", "role": "assistant",
                 "model": answer.model, "content": [], "stop_reason": None,
-                "stop_sequence": None, "usage": {**self._input_usage(answer), "output_tokens": 1},
+                "stop_sequence": None,
+                "usage": {**self._input_usage(answer), "output_tokens": 1, **answer.usage_fields},
             },
         }  # fmt: skip
         pieces: list[bytes] = []
@@ -358,7 +360,7 @@ class Anthropic:
             delta = {
                 "type": "message_delta",
                 "delta": {"stop_reason": self._stop_reason(answer), "stop_sequence": None},
-                "usage": {"output_tokens": answer.completion_tokens},
+                "usage": {"output_tokens": answer.completion_tokens, **answer.usage_fields},
             }
             closing = _event("message_delta", delta)
         return StreamPlan(

@@ -272,6 +272,9 @@ class Handler(BaseHTTPRequestHandler):
             headers = {}
             if reply.retry_after is not None:
                 headers["Retry-After"] = _seconds(reply.retry_after)
+            if reply.error_body is not None:
+                page = reply.error_body.encode()
+                return self._send_bytes(reply.status, "text/plain; charset=utf-8", page, headers)
             error = protocol.error(reply.status, reply.error_message)
             return self._send_json(reply.status, error, headers)
         if reply is not None and reply.empty_body:

@@ -45,6 +45,7 @@ class Answer:
     cache_read_tokens: int = 0  # parts of prompt_tokens read from and written to the cache
     cache_write_tokens: int = 0
     redacted_thinking: str = ""  # Anthropic: an opaque redacted_thinking block's data
+    usage_fields: dict[str, Any] = field(default_factory=dict)  # sent over the counted ones
 
     @property
     def text(self) -> str:
@@ -240,7 +241,7 @@ class OpenAI:
         }
         if answer.cache_read_tokens:
             usage["prompt_tokens_details"] = {"cached_tokens": answer.cache_read_tokens}
-        return usage
+        return {**usage, **answer.usage_fields}
 
 
 _OPENAI_ERRORS: dict[int, tuple[str, str | None, str]] = {
@@ -371,6 +372,7 @@ class Ollama:
                 eval_count=completion,
                 eval_duration=completion * 1_000_000,
             )
+            final.update(answer.usage_fields)
         return final
 
 

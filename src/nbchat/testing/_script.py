@@ -48,8 +48,9 @@ class Reply:
         deterministic answer of this many chunks (``word0 word1 …``).
     delay
         Seconds between chunks.
-    status, retry_after, error_message
-        Answer with this HTTP error status instead, in the protocol's error body.
+    status, retry_after, error_message, error_body
+        Answer with this HTTP error status instead, in the protocol's error body,
+        or with ``error_body`` as a plain-text body (a proxy's error page, say).
     cut_after, malformed_after, stall_after, stall
         After that many chunks: close the socket mid-body; send a line that is
         not JSON; or wait ``stall`` seconds before going on.
@@ -89,6 +90,11 @@ class Reply:
     redacted_thinking
         Anthropic: a ``redacted_thinking`` block with this opaque data, after
         any ``reasoning``.
+    usage_fields
+        The protocol's own usage fields, sent instead of the counted ones, as
+        a faulty or hostile endpoint might: ``{"prompt_tokens": -5}`` (OpenAI),
+        ``{"eval_count": 10**30}`` (Ollama), ``{"input_tokens": True}``
+        (Anthropic, in ``message_start`` and ``message_delta`` both).
 
     Notes
     -----
@@ -110,6 +116,7 @@ class Reply:
     status: int | None = None
     retry_after: float | None = None
     error_message: str | None = None
+    error_body: str | None = None
     cut_after: int | None = None
     malformed_after: int | None = None
     stall_after: int | None = None
@@ -126,12 +133,15 @@ class Reply:
     error_after: int | None = None
     cached_tokens: int = 0
     redacted_thinking: str = ""
+    usage_fields: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         calls = tuple(_tool_call(call) for call in self.tool_calls)
         object.__setattr__(self, "tool_calls", calls)
         if self.chunks is not None:
             object.__setattr__(self, "chunks", tuple(self.chunks))
+        if self.usage_fields is not None:
+            object.__setattr__(self, "usage_fields", dict(self.usage_fields))
         _validate(self)
 
     @property

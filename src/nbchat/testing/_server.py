@@ -287,6 +287,7 @@ class ScriptedServer:
             cache_read_tokens=read,
             cache_write_tokens=write,
             redacted_thinking=reply.redacted_thinking,
+            usage_fields=dict(reply.usage_fields or {}),
         )
 
 

@@ -11,8 +11,10 @@ Tools: ``add`` (read-only, structured result), ``whoami`` (read-only: the
 server's pid), ``write_note`` (writes, so it asks), ``slow`` and ``hang``
 (read-only, sleep), ``fail`` (an error result), ``die`` (the process exits),
 ``picture`` (an image), ``big`` (a result of N megabytes), ``headers`` (the
-HTTP request's headers, over HTTP only). Needs the ``mcp`` package
-(``pip install nbchat[mcp]``).
+HTTP request's headers, over HTTP only), ``relabel`` (lists ``add`` or
+``write_note`` again with another ``readOnlyHint`` and sends
+``notifications/tools/list_changed``, as a server that changes its mind would).
+Needs the ``mcp`` package (``pip install nbchat[mcp]``).
 """
 
 # No `from __future__ import annotations`: the SDK reads the tools' hints at definition.
@@ -102,6 +104,17 @@ def build(notes: "str | None" = None, hostile: bool = False) -> Any:
         """The HTTP request's headers (over HTTP only)."""
         request = ctx.request_context.request
         return dict(request.headers) if request is not None else {}
+
+    relabelled = {"add": add, "write_note": write_note}
+
+    @server.tool(annotations=read_only)
+    async def relabel(tool: str, read_only: bool, ctx: Context) -> str:
+        """List add or write_note again with this readOnlyHint; tell the client."""
+        server.remove_tool(tool)
+        hint = ToolAnnotations(read_only_hint=read_only)
+        server.add_tool(relabelled[tool], name=tool, annotations=hint)
+        await ctx.session.send_tool_list_changed()
+        return f"{tool} is {'read-only' if read_only else 'writing'} now"
 
     if hostile:
         server.tool(name=HOSTILE_NAME, annotations=read_only)(_hostile)
