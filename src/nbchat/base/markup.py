@@ -7,8 +7,9 @@ cell, ``--show``/``--list``/``--search``, the panel, prompts, exports) builds
 what it shows from the pieces here, and nothing else makes HTML:
 
 :func:`markdown`
-    Markdown parsed by markdown-it-py with raw HTML off, code highlighted by
-    Pygments, math kept for MathJax, then an allowlist sanitizer (nh3): only
+    Markdown parsed by markdown-it-pyrs (compiled) with raw HTML off, code
+    highlighted through :func:`code`, math kept for MathJax (``_markdown``),
+    then an allowlist sanitizer (nh3): only
     the tags and attributes in :data:`TAGS` / :data:`ATTRIBUTES`, only
     ``http(s)``/``mailto`` links, images shown as links (a remote image would
     load, and leak, without a click).
@@ -35,13 +36,9 @@ from collections.abc import Iterable
 
 import nh3
 from markdown_it import MarkdownIt
-from markdown_it.common.utils import escapeHtml
-from mdit_py_plugins.dollarmath import dollarmath_plugin
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import get_lexer_by_name
 from pygments.token import STANDARD_TYPES
-from pygments.util import ClassNotFound
+
+from . import _highlight, _markdown
 
 __all__ = [
     "SafeHTML",
@@ -120,48 +117,6 @@ class SafeHTML(str):
 # ---------------------------------------------------------------- Markdown
 
 
-def _highlight(source: str, language: str, _attrs: object) -> str:
-    return code(source, language or None)
-
-
-def _image_as_link(_renderer, tokens, index, options, env):
-    token = tokens[index]
-    alt = escapeHtml(token.content or "image")
-    src = escapeHtml(token.attrGet("src") or "")
-    return f'<a href="{src}">[image: {alt}]</a>'
-
-
-def _cell_open(_renderer, tokens, index, options, env):
-    token = tokens[index]
-    style = str(token.attrGet("style") or "")
-    align = style.removeprefix("text-align:") if style.startswith("text-align:") else ""
-    return f'<{token.tag} align="{align}">' if align else f"<{token.tag}>"
-
-
-def _math_inline(_renderer, tokens, index, options, env):
-    return f'<span class="math">${escapeHtml(tokens[index].content)}$</span>'
-
-
-def _math_block(_renderer, tokens, index, options, env):
-    return f'<div class="math">$${escapeHtml(tokens[index].content)}$$</div>\n'
-
-
-@functools.lru_cache(maxsize=1)
-def _parser() -> MarkdownIt:
-    parser = MarkdownIt("commonmark", {"html": False, "highlight": _highlight})
-    parser.enable(["table", "strikethrough"])
-    parser.use(dollarmath_plugin, double_inline=True)
-    rules = parser.add_render_rule
-    rules("image", _image_as_link)
-    rules("th_open", _cell_open)
-    rules("td_open", _cell_open)
-    rules("math_inline", _math_inline)
-    rules("math_inline_double", _math_block)
-    rules("math_block", _math_block)
-    rules("math_block_label", _math_block)
-    return parser
-
-
 @functools.lru_cache(maxsize=1)
 def _cleaner() -> nh3.Cleaner:
     return nh3.Cleaner(
@@ -191,10 +146,7 @@ def markdown(source: str) -> SafeHTML:
 
 @functools.lru_cache(maxsize=2048)
 def _block_html(block: str) -> str:
-    return _cleaner().clean(_parser().render(block))
-
-
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+    return _markdown.render(block, code, _cleaner().clean)
 
 
 def _blocks(source: str) -> list[str]:
@@ -203,11 +155,9 @@ def _blocks(source: str) -> list[str]:
     blocks: list[str] = []
     start, fence_mark = 0, ""
     for index, line in enumerate(lines):
-        opened = _FENCE.match(line)
+        opened = _markdown.FENCE.match(line)
         if fence_mark:
-            if opened and opened.group(1)[0] == fence_mark[0] and \
-                    len(opened.group(1)) >= len(fence_mark) and not line.strip(" `~"):
-                fence_mark = ""
+            fence_mark = "" if _markdown.closes_fence(fence_mark, line) else fence_mark
             continue
         if opened:
             fence_mark = opened.group(1)
@@ -266,17 +216,14 @@ def table(head: Iterable[str], rows: Iterable[Iterable[SafeHTML | str]]) -> Safe
 
 def code(source: str, language: str | None = "python") -> SafeHTML:
     """``source`` highlighted and escaped, every line shown (no wrapping inside names)."""
-    try:
-        lexer = get_lexer_by_name(language or "text", stripnl=False, ensurenl=False)
-    except ClassNotFound:
-        lexer = get_lexer_by_name("text", stripnl=False, ensurenl=False)
-    body = highlight(source, lexer, _formatter())
+    return _code(source, language or None)
+
+
+@functools.lru_cache(maxsize=1024)
+def _code(source: str, language: str | None) -> SafeHTML:
+    # Cached: a streaming answer shows the same finished code blocks at every update.
+    body = _highlight.highlight(source, language)
     return SafeHTML(f'<pre class="nbchat-code"><code>{body}</code></pre>\n')
-
-
-@functools.lru_cache(maxsize=1)
-def _formatter() -> HtmlFormatter:
-    return HtmlFormatter(nowrap=True)
 
 
 def details(summary: str, body: SafeHTML, *, cls: str = "nbchat-reasoning",
