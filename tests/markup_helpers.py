@@ -9,6 +9,7 @@ from typing import Any
 from nbchat import markup
 
 WRAPPER = f'{markup.STYLE}<div class="nbchat-md">'
+STREAMING = f'{markup.STYLE}<div class="nbchat-md mathjax_ignore">'  # math left as written
 BLOCKS = frozenset({
     "blockquote", "br", "dd", "details", "div", "dl", "dt", "h1", "h2", "h3", "h4", "h5", "h6",
     "hr", "li", "ol", "p", "pre", "summary", "table", "tbody", "thead", "tr", "ul",
@@ -18,8 +19,9 @@ CELLS = frozenset({"td", "th"})
 
 def body(html: str) -> str:
     """The HTML inside nbchat's wrapper: what :func:`nbchat.base.markup.styled` was given."""
-    assert html.startswith(WRAPPER) and html.endswith("</div>"), html[:200]
-    return html[len(WRAPPER):-len("</div>")]
+    wrapper = STREAMING if html.startswith(STREAMING) else WRAPPER
+    assert html.startswith(wrapper) and html.endswith("</div>"), html[:200]
+    return html[len(wrapper):-len("</div>")]
 
 
 def visible(html: str) -> str:

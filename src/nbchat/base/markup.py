@@ -245,16 +245,23 @@ def join(parts: Iterable[SafeHTML], separator: str = "\n") -> SafeHTML:
     return SafeHTML(separator.join(pieces))
 
 
-def styled(body: SafeHTML) -> str:
-    """``body`` with the stylesheet its pieces need: what an HTML widget's value is set to."""
+def styled(body: SafeHTML, *, typeset: bool = True) -> str:
+    """``body`` with the stylesheet its pieces need: what an HTML widget's value is set to.
+
+    With ``typeset=False`` the math stays as written: JupyterLab's MathJax skips
+    a subtree of class ``mathjax_ignore``, so an answer re-shown as it streams
+    is typeset once, when its final render comes, not at every update.
+    """
     if not isinstance(body, SafeHTML):
         raise TypeError("styled takes HTML made by nbchat.base.markup")
-    return f'{STYLE}<div class="nbchat-md">{body}</div>' if body else ""
+    if not body:
+        return ""
+    return f'{STYLE}<div class="nbchat-md{"" if typeset else " mathjax_ignore"}">{body}</div>'
 
 
-def bundle(body: SafeHTML, plain: str) -> dict[str, str]:
+def bundle(body: SafeHTML, plain: str, *, typeset: bool = True) -> dict[str, str]:
     """What a display shows: ``body`` as HTML (with our stylesheet) and ``plain`` as text."""
-    return {"text/html": styled(body) or "", "text/plain": plain}
+    return {"text/html": styled(body, typeset=typeset) or "", "text/plain": plain}
 
 
 # ---------------------------------------------------------------- Markdown files
