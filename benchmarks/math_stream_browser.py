@@ -43,7 +43,8 @@ SINCE = """(since) => {
     const tasks = window.__longtasks.filter(([start]) => start >= since);
     const last = tasks.length ? Math.max(...tasks.map(([s, d]) => s + d)) : since;
     return {now: performance.now(), blocked: tasks.reduce((sum, [, d]) => sum + d, 0),
-            longest: Math.max(0, ...tasks.map(([, d]) => d)), last, count: tasks.length};
+            longest: Math.max(0, ...tasks.map(([, d]) => d)), last, count: tasks.length,
+            tasks: tasks.map(([s, d]) => [Math.round(s - since), Math.round(d)])};
 }"""
 QUIET_MS = 2000
 
@@ -92,6 +93,9 @@ def main() -> None:
         print(f"  {label:<14} {state['blocked'] / 1000:7.2f} s blocked in {state['count']:4.0f} "
               f"long tasks (longest {state['longest'] / 1000:.2f} s), "
               f"{state['formulas']:.0f} formulas typeset")
+    if options.verbose:
+        for label, state in (("streamed", streamed), ("once", once)):
+            print(f"  {label} long tasks [ms after the run, ms long]: {state['tasks']}")
     ratio = streamed["blocked"] / max(once["blocked"], 1.0)
     print(f"  ratio streamed / once {ratio:7.2f} x   (target <= 1.5)")
 
@@ -100,6 +104,7 @@ def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--formulas", type=int, default=300)
     parser.add_argument("--seconds", type=float, default=4.5)
+    parser.add_argument("--verbose", action="store_true", help="print every long task")
     return parser.parse_args()
 
 

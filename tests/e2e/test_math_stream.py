@@ -68,8 +68,8 @@ def math_server() -> Iterator[ScriptedServer]:
         yield server
 
 
-def _open(notebook, server: ScriptedServer, tmp_path, question: str) -> NotebookPage:
-    nb = notebook([setup_cell(server.url, str(tmp_path / "store")), f"%%chat -n\n{question}"])
+def _open(notebook, server: ScriptedServer, tmp_path, cell: str) -> NotebookPage:
+    nb = notebook([setup_cell(server.url, str(tmp_path / "store")), cell])
     nb.run_cell(0)
     nb.output(0).locator("mjx-container").first.wait_for(timeout=60_000)  # MathJax works here
     return nb
@@ -85,7 +85,7 @@ def _wait_for_typeset(nb: NotebookPage, count: int, timeout: float = 60) -> dict
 
 
 def test_math_is_typeset_once_when_the_answer_is_complete(notebook, math_server, tmp_path):
-    nb = _open(notebook, math_server, tmp_path, "math please")
+    nb = _open(notebook, math_server, tmp_path, "%%chat -n\nmath please")
     nb.run_cell(1, wait=False)
     streaming = []
     deadline = time.monotonic() + 120
@@ -107,7 +107,7 @@ def test_math_is_typeset_once_when_the_answer_is_complete(notebook, math_server,
 
 
 def test_interrupt_stops_a_math_stream_midway(notebook, math_server, tmp_path):
-    nb = _open(notebook, math_server, tmp_path, "a long proof")
+    nb = _open(notebook, math_server, tmp_path, "%%chat -n\na long proof")
     nb.run_cell(1, wait=False)
     nb.wait_for_text(1, "Step 3:", timeout=60)
     nb.page.locator(INTERRUPT).first.click(timeout=10_000)
@@ -116,3 +116,22 @@ def test_interrupt_stops_a_math_stream_midway(notebook, math_server, tmp_path):
     shown = nb.page.evaluate(SAMPLE, 1)
     assert END not in shown["text"]
     assert shown["typeset"] > 0  # the partial answer's final render is typeset
+
+
+def test_the_panel_streams_math_without_typesetting_it(notebook, math_server, tmp_path):
+    nb = _open(notebook, math_server, tmp_path, "%chat --panel")
+    nb.run_cell(1)
+    panel = nb.output(1).locator(".nbchat-panel")
+    panel.locator("textarea").fill("math please")
+    panel.get_by_role("button", name="Send").click()
+    streaming = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        sample = nb.page.evaluate(SAMPLE, 1)
+        if END in sample["text"]:
+            break
+        if "Step" in sample["text"]:
+            streaming.append(sample["typeset"])
+        time.sleep(0.25)
+    assert len(streaming) >= 3, "the answer did not stream into the panel in several updates"
+    assert streaming == [0] * len(streaming)
