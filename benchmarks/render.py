@@ -1,8 +1,9 @@
 """How long the one renderer takes on text it has not seen: one answer, and ``--show``.
 
 Renders, side by side in one run, with the renderer of this checkout and with
-the one of a git revision (``--baseline``, default ``main``; loaded from git,
-skipped if that revision's renderer cannot be imported):
+the one of a git revision (``--baseline``, default the last one on
+markdown-it-py and Pygments; loaded from git, skipped if that revision's
+renderer cannot be imported on its own):
 
 - a cold 25 KB answer (prose, lists, a table, inline and display math, prices,
   Python code blocks): each round renders a text never rendered before, so no
@@ -34,6 +35,7 @@ from nbchat.jupyter import _views
 from nbchat.store.base import Thread, Turn
 
 ROOT = Path(__file__).resolve().parents[1]
+PURE_PYTHON = "faf7e06"  # the last revision whose renderer was markdown-it-py and Pygments
 
 
 def section(tag: str, number: int) -> str:
@@ -141,7 +143,9 @@ def report(times: dict[str, dict[str, list[float]]], rounds: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--baseline", default="main", help="git revision to compare with")
+    parser.add_argument("--baseline", default=PURE_PYTHON,
+                        help="git revision whose renderer to compare with (default: the last "
+                             "one on markdown-it-py and Pygments)")
     args = parser.parse_args()
     renderers = {"new": markup}
     old = baseline(args.baseline)

@@ -75,6 +75,20 @@ def _open(notebook, server: ScriptedServer, tmp_path, cell: str) -> NotebookPage
     return nb
 
 
+def _while_streaming(nb: NotebookPage, timeout: float = 120) -> list[dict]:
+    """What cell 1 showed, sampled every 0.25 s, from the first step until the answer's end."""
+    samples = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        sample = nb.page.evaluate(SAMPLE, 1)
+        if END in sample["text"]:
+            break
+        if "Step" in sample["text"]:
+            samples.append(sample)
+        time.sleep(0.25)
+    return samples
+
+
 def _wait_for_typeset(nb: NotebookPage, count: int, timeout: float = 60) -> dict:
     deadline = time.monotonic() + timeout
     while (shown := nb.page.evaluate(SAMPLE, 1))["typeset"] < count:
@@ -87,15 +101,7 @@ def _wait_for_typeset(nb: NotebookPage, count: int, timeout: float = 60) -> dict
 def test_math_is_typeset_once_when_the_answer_is_complete(notebook, math_server, tmp_path):
     nb = _open(notebook, math_server, tmp_path, "%%chat -n\nmath please")
     nb.run_cell(1, wait=False)
-    streaming = []
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        sample = nb.page.evaluate(SAMPLE, 1)
-        if END in sample["text"]:
-            break
-        if "Step" in sample["text"]:
-            streaming.append(sample)
-        time.sleep(0.25)
+    streaming = _while_streaming(nb)
     assert len(streaming) >= 3, "the answer did not stream in several updates"
     assert "$x_{0}^2" in streaming[-1]["text"]  # the math, as written, is there to read
     assert [s["typeset"] for s in streaming] == [0] * len(streaming)
@@ -124,14 +130,6 @@ def test_the_panel_streams_math_without_typesetting_it(notebook, math_server, tm
     panel = nb.output(1).locator(".nbchat-panel")
     panel.locator("textarea").fill("math please")
     panel.get_by_role("button", name="Send").click()
-    streaming = []
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        sample = nb.page.evaluate(SAMPLE, 1)
-        if END in sample["text"]:
-            break
-        if "Step" in sample["text"]:
-            streaming.append(sample["typeset"])
-        time.sleep(0.25)
+    streaming = [sample["typeset"] for sample in _while_streaming(nb)]
     assert len(streaming) >= 3, "the answer did not stream into the panel in several updates"
     assert streaming == [0] * len(streaming)
