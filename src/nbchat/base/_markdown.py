@@ -19,6 +19,7 @@ from typing import Any
 
 import comrak
 
+MATH_CLASSES = "math"  # the classes of a math element, for MathJax to find
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 CodeRenderer = Callable[[str, "str | None"], str]
 
@@ -79,6 +80,6 @@ def _image(match: re.Match[str]) -> str:
 def _math(match: re.Match[str]) -> str:
     in_paragraph, style, tex = match[1], match[2], match[3]  # tex is escaped already
     if style == "display":
-        return f'<div class="math">$${tex}$$</div>'
-    span = f'<span class="math">${tex}$</span>'
+        return f'<div class="{MATH_CLASSES}">$${tex}$$</div>'
+    span = f'<span class="{MATH_CLASSES}">${tex}$</span>'
     return f"<p>{span}</p>" if in_paragraph else span

@@ -108,6 +108,13 @@ STYLE = """<style>
 </style>"""
 
 
+ROOT_CLASSES = "nbchat-md"
+MATH_CLASSES = _markdown.MATH_CLASSES
+# While an answer streams nothing in it is typeset: MathJax skips a subtree of
+# class mathjax_ignore (tex2jax_ignore for MathJax 2), math included.
+STREAMING_CLASSES = "nbchat-md mathjax_ignore tex2jax_ignore"
+
+
 class SafeHTML(str):
     """HTML made by this module: escaped or sanitized, safe to show as it is."""
 
@@ -248,15 +255,18 @@ def join(parts: Iterable[SafeHTML], separator: str = "\n") -> SafeHTML:
 def styled(body: SafeHTML, *, typeset: bool = True) -> str:
     """``body`` with the stylesheet its pieces need: what an HTML widget's value is set to.
 
-    With ``typeset=False`` the math stays as written: JupyterLab's MathJax skips
-    a subtree of class ``mathjax_ignore``, so an answer re-shown as it streams
-    is typeset once, when its final render comes, not at every update.
+    With ``typeset=False`` the math stays as written (no class lets MathJax
+    in): JupyterLab typesets an output each time it is replaced, so an answer
+    re-shown as it streams is typeset once, by its final render.
     """
     if not isinstance(body, SafeHTML):
         raise TypeError("styled takes HTML made by nbchat.base.markup")
     if not body:
         return ""
-    return f'{STYLE}<div class="nbchat-md{"" if typeset else " mathjax_ignore"}">{body}</div>'
+    if typeset:
+        return f'{STYLE}<div class="{ROOT_CLASSES}">{body}</div>'
+    inert = body.replace(f'class="{MATH_CLASSES}"', 'class="math"')
+    return f'{STYLE}<div class="{STREAMING_CLASSES}">{inert}</div>'
 
 
 def bundle(body: SafeHTML, plain: str, *, typeset: bool = True) -> dict[str, str]:
