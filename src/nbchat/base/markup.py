@@ -7,7 +7,7 @@ cell, ``--show``/``--list``/``--search``, the panel, prompts, exports) builds
 what it shows from the pieces here, and nothing else makes HTML:
 
 :func:`markdown`
-    Markdown parsed by markdown-it-pyrs (compiled) with raw HTML off, code
+    Markdown parsed by comrak (compiled) with raw HTML shown as text, code
     highlighted through :func:`code`, math kept for MathJax (``_markdown``),
     then an allowlist sanitizer (nh3): only
     the tags and attributes in :data:`TAGS` / :data:`ATTRIBUTES`, only
