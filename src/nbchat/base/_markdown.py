@@ -49,7 +49,9 @@ def render(block: str, code: CodeRenderer, clean: Callable[[str], str]) -> str:
         out = _IMAGE.sub(_image, out)
     if "data-math-style" in out:
         out = _MATH.sub(_math, out)
-    mark = next((m for m in _MARKS if m not in block), "") if "<pre><code" in out else ""
+    if "<pre><code" not in out:
+        return clean(out)
+    mark = next((m for m in _MARKS if m not in block), "")
     if not mark:
         return clean(_CODE_BLOCK.sub(functools.partial(_code_block, code), out))
     held: list[str] = []
