@@ -9,12 +9,12 @@ from typing import Any
 from nbchat import markup
 
 WRAPPER = f'{markup.STYLE}<div class="{markup.ROOT_CLASSES}">'
-STREAMING = f'{markup.STYLE}<div class="{markup.STREAMING_CLASSES}">'  # nothing typeset
 BLOCKS = frozenset({
     "blockquote", "br", "dd", "details", "div", "dl", "dt", "h1", "h2", "h3", "h4", "h5", "h6",
     "hr", "li", "ol", "p", "pre", "summary", "table", "tbody", "thead", "tr", "ul",
 })
 CELLS = frozenset({"td", "th"})
+STREAMING = f'{markup.STYLE}<div class="{markup.STREAMING_CLASSES}">'  # nothing typeset
 
 
 def body(html: str) -> str:
