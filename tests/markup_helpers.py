@@ -36,6 +36,44 @@ def visible(html: str) -> str:
     return "\n".join(line.removeprefix(_PRE) for line in lines if line.removeprefix(_PRE).strip())
 
 
+def typeset_math(html: str) -> list[str]:
+    """The math MathJax would typeset in ``html``, by its rules (JupyterLab's settings).
+
+    A subtree of class ``mathjax_ignore`` is skipped unless an element inside it
+    has class ``mathjax_process``; ``pre`` and ``code`` are never looked into.
+    """
+    finder = _MathFinder()
+    finder.feed(html)
+    finder.close()
+    return finder.found
+
+
+class _MathFinder(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.found: list[str] = []
+        self.stack: list[tuple[str, bool]] = []  # (tag, whether math here is typeset)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("br", "hr", "img"):
+            return
+        classes = set((dict(attrs).get("class") or "").split())
+        on = self.stack[-1][1] if self.stack else True
+        if "mathjax_ignore" in classes:
+            on = False
+        if "mathjax_process" in classes:
+            on = True
+        self.stack.append((tag, on and tag not in ("pre", "code", "style", "script")))
+
+    def handle_endtag(self, tag: str) -> None:
+        while self.stack and self.stack.pop()[0] != tag:
+            pass
+
+    def handle_data(self, data: str) -> None:
+        if (not self.stack or self.stack[-1][1]) and "$" in data:
+            self.found.extend(re.findall(r"\$\$.+?\$\$|\$[^$]+\$", data, re.S))
+
+
 def shows(data: dict[str, Any]) -> dict[str, Any]:
     """A bundle with its ``text/html`` read as :func:`body`, its other keys as they are."""
     return {key: body(value) if key == "text/html" else value for key, value in data.items()}

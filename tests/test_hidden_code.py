@@ -93,3 +93,10 @@ def test_code_put_in_the_next_cell_holds_the_escapes_and_a_note_says_so(run, ip,
     assert ip.rl_next_input == 'if mode != "dry-run\\u202e":\n    go()'
     assert "U+202E RIGHT-TO-LEFT OVERRIDE on line 1" in ran.out
     assert "the escape is kept in its place" in ran.out
+
+
+def test_inline_code_in_an_answer_marks_them_too():
+    shown = markup.markdown("Compare with `answer != \"no\u200b\"` first.")
+    assert "\u200b" not in shown
+    mark = '<span class="nbchat-hidden">\\u200b</span>'
+    assert f"<code>answer != &quot;no{mark}&quot;</code>" in shown

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nbchat import markup
+from nbchat.base import _markdown
 
 PAYLOADS = [
     "<img src=x onerror=alert(1)>",
@@ -149,11 +150,11 @@ def test_answers_still_read_as_markdown() -> None:
         "| a | b |\n|--:|---|\n| 1 | 2 |\n\n```python\nimport pandas as pd\n```\n\n"
         "Inline $x^2$ and\n\n$$\\int_0^1 x\\,dx$$\n\n[docs](https://example.org/a?b=1)"
     )
-    for piece in ("<h1>Title</h1>", "<strong>bold</strong>", "<em>em</em>", "<s>gone</s>",
+    for piece in ("<h1>Title</h1>", "<strong>bold</strong>", "<em>em</em>", "<del>gone</del>",
                   "<code>code</code>", "<li>one</li>", '<th align="right">a</th>',
                   '<span class="kn">import</span>',
-                  '<span class="math mathjax_process tex2jax_process">$x^2$</span>',
-                  '<div class="math mathjax_process tex2jax_process">$$\\int_0^1 x\\,dx$$</div>',
+                  f'<span class="{M}">$x^2$</span>',
+                  f'<div class="{M}">$$\\int_0^1 x\\,dx$$</div>',
                   '<a href="https://example.org/a?b=1" rel="noopener noreferrer nofollow">'):
         assert piece in html, piece
 
@@ -192,7 +193,7 @@ def test_blocks_join_to_what_the_whole_text_renders() -> None:
         "# A\n\npara *one*\n\n```python\nx = 1\n\ny = 2\n```\n\n- a\n- b\n\n1. x\n\n   more\n"
         "2. y\n\n> quote\n\n    indented code\n\n    more code\n\n| a |\n|---|\n| b |\n"
     )
-    whole = markup.sanitize(markup._parser().render(text))
+    whole = _markdown.render(text, markup.code, markup.sanitize)
     assert markup.markdown(text) == whole
 
 
@@ -203,3 +204,37 @@ def test_pieces_refuse_text_that_was_not_made_safe() -> None:
         markup.bundle("<b>not safe</b>", "x")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         markup.element("script", "x")
+
+
+M = markup.MATH_CLASSES  # what MathJax typesets, in an output it otherwise skips
+
+
+@pytest.mark.parametrize(("source", "shown"), [
+    ("it costs $5 and $10", "<p>it costs $5 and $10</p>\n"),
+    ("from $5 to $ 10$", "<p>from $5 to $ 10$</p>\n"),
+    ("`$x$` and $y$", f'<p><code>$x$</code> and <span class="{M}">$y$</span></p>\n'),
+    ("$a_1 + b_1$ and $x*y*z$",
+     f'<p><span class="{M}">$a_1 + b_1$</span> and <span class="{M}">$x*y*z$</span></p>\n'),
+    ("$$\n\\frac{a}{b}\n$$", f'<div class="{M}">$$\n\\frac{{a}}{{b}}\n$$</div>\n'),
+    ("$<b>$", f'<p><span class="{M}">$&lt;b&gt;$</span></p>\n'),
+    ("[`", "<p>[`</p>\n"),
+    ("<div>\n**not bold**\n</div>", "&lt;div&gt;\n**not bold**\n&lt;/div&gt;\n"),
+])
+def test_math_prices_code_and_raw_html_edges(source: str, shown: str) -> None:
+    assert markup.markdown(source) == shown
+
+
+def test_math_in_fenced_code_stays_code() -> None:
+    html = markup.markdown("```text\ncost: $5 and $x$\n```")
+    assert html == '<pre class="nbchat-code"><code>cost: $5 and $x$\n</code></pre>\n'
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="abdefcl ()[]{}:=<>&;'\"\\#\n\t_0123.e+-*/@!fr", max_size=60)
+       | st.sampled_from(["def f(x) -> int:\n    return x &lt; 1\n", "r'\\'' b\"x\"", "'''a\n"]))
+def test_python_code_shows_every_character_escaped(source: str) -> None:
+    html = markup.code(source, "python")
+    assert problems(html) == []
+    import html as html_module
+
+    assert html_module.unescape(re.sub(r"<[^>]+>", "", html)) == source + "\n"

@@ -16,7 +16,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
-from markup_helpers import body, shows, visible
+from markup_helpers import body, shows, typeset_math, visible
 from nbchat import Answer, PendingCall, ServerError, StreamCutOff
 from nbchat.base.config import ENV_LIVE
 from nbchat.base.events import (
@@ -95,6 +95,16 @@ def test_live_shows_a_placeholder_then_updates_one_display_then_a_final_render()
     assert cap.outputs[-1].metadata == {"nbchat": {**META, "status": "complete"}}
     assert (result.text, result.status, result.updates) == ("Hello **world**", "complete", 3)
     assert result.handle is not None and result.handle.display_id in display_ids
+
+
+def test_only_the_final_render_has_its_math_typeset() -> None:
+    with capture_output() as cap:
+        render_turn(paced(turn("Since $x^2$", " and $$y$$", " we are done."), 0.12), mode="live")
+    updates, final = cap.outputs[1:-1], cap.outputs[-1]
+    assert len(updates) >= 2
+    assert "$x^2$" in updates[-1].data["text/html"]  # shown as written while it streams
+    assert [typeset_math(o.data["text/html"]) for o in updates] == [[]] * len(updates)
+    assert typeset_math(final.data["text/html"]) == ["$x^2$", "$$y$$"]
 
 
 def test_live_updates_are_coalesced_by_time() -> None:

@@ -7,8 +7,9 @@ cell, ``--show``/``--list``/``--search``, the panel, prompts, exports) builds
 what it shows from the pieces here, and nothing else makes HTML:
 
 :func:`markdown`
-    Markdown parsed by markdown-it-py with raw HTML off, code highlighted by
-    Pygments, math kept for MathJax, then an allowlist sanitizer (nh3): only
+    Markdown parsed by comrak (compiled) with raw HTML shown as text, code
+    highlighted through :func:`code`, math kept for MathJax (``_markdown``),
+    then an allowlist sanitizer (nh3): only
     the tags and attributes in :data:`TAGS` / :data:`ATTRIBUTES`, only
     ``http(s)``/``mailto`` links, images shown as links (a remote image would
     load, and leak, without a click).
@@ -35,15 +36,9 @@ from collections.abc import Iterable
 
 import nh3
 from markdown_it import MarkdownIt
-from markdown_it.common.utils import escapeHtml
-from mdit_py_plugins.dollarmath import dollarmath_plugin
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import get_lexer_by_name
 from pygments.token import STANDARD_TYPES
-from pygments.util import ClassNotFound
 
-from . import _visible
+from . import _highlight, _markdown, _visible
 from ._visible import escape_hidden, for_terminal
 
 __all__ = [
@@ -137,8 +132,9 @@ STYLE = """<style>
 
 # MathJax typesets only the math spans the renderer made (each clipped to its own box),
 # never the rest of an output: text quoted from the model cannot become a painted box.
+# While an answer streams not even those: it is typeset once, by its final render.
 ROOT_CLASSES = "nbchat-md mathjax_ignore tex2jax_ignore"
-MATH_CLASSES = "math mathjax_process tex2jax_process"
+MATH_CLASSES = _markdown.MATH_CLASSES
 
 
 class SafeHTML(str):
@@ -148,48 +144,6 @@ class SafeHTML(str):
 
 
 # ---------------------------------------------------------------- Markdown
-
-
-def _highlight(source: str, language: str, _attrs: object) -> str:
-    return code(source, language or None)
-
-
-def _image_as_link(_renderer, tokens, index, options, env):
-    token = tokens[index]
-    alt = escapeHtml(token.content or "image")
-    src = escapeHtml(token.attrGet("src") or "")
-    return f'<a href="{src}">[image: {alt}]</a>'
-
-
-def _cell_open(_renderer, tokens, index, options, env):
-    token = tokens[index]
-    style = str(token.attrGet("style") or "")
-    align = style.removeprefix("text-align:") if style.startswith("text-align:") else ""
-    return f'<{token.tag} align="{align}">' if align else f"<{token.tag}>"
-
-
-def _math_inline(_renderer, tokens, index, options, env):
-    return f'<span class="{MATH_CLASSES}">${escapeHtml(tokens[index].content)}$</span>'
-
-
-def _math_block(_renderer, tokens, index, options, env):
-    return f'<div class="{MATH_CLASSES}">$${escapeHtml(tokens[index].content)}$$</div>\n'
-
-
-@functools.lru_cache(maxsize=1)
-def _parser() -> MarkdownIt:
-    parser = MarkdownIt("commonmark", {"html": False, "highlight": _highlight})
-    parser.enable(["table", "strikethrough"])
-    parser.use(dollarmath_plugin, double_inline=True)
-    rules = parser.add_render_rule
-    rules("image", _image_as_link)
-    rules("th_open", _cell_open)
-    rules("td_open", _cell_open)
-    rules("math_inline", _math_inline)
-    rules("math_inline_double", _math_block)
-    rules("math_block", _math_block)
-    rules("math_block_label", _math_block)
-    return parser
 
 
 @functools.lru_cache(maxsize=1)
@@ -221,10 +175,18 @@ def markdown(source: str) -> SafeHTML:
 
 @functools.lru_cache(maxsize=2048)
 def _block_html(block: str) -> str:
-    return _cleaner().clean(_parser().render(block))
+    return _INLINE_CODE.sub(_marked_inline, _markdown.render(block, code, _cleaner().clean))
 
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+# Inline code in an answer is code too: its hidden characters are marked, as in blocks.
+_INLINE_CODE = re.compile(r"<code>([^<]*)</code>")
+
+
+def _marked_inline(match: re.Match[str]) -> str:
+    inner = match.group(1)
+    if next(_visible.hidden_in(html.unescape(inner)), None) is None:
+        return match.group(0)
+    return f"<code>{marked(html.unescape(inner))}</code>"
 
 
 def _blocks(source: str) -> list[str]:
@@ -233,11 +195,9 @@ def _blocks(source: str) -> list[str]:
     blocks: list[str] = []
     start, fence_mark = 0, ""
     for index, line in enumerate(lines):
-        opened = _FENCE.match(line)
+        opened = _markdown.FENCE.match(line)
         if fence_mark:
-            if opened and opened.group(1)[0] == fence_mark[0] and \
-                    len(opened.group(1)) >= len(fence_mark) and not line.strip(" `~"):
-                fence_mark = ""
+            fence_mark = "" if _markdown.closes_fence(fence_mark, line) else fence_mark
             continue
         if opened:
             fence_mark = opened.group(1)
@@ -301,18 +261,20 @@ def code(source: str, language: str | None = "python") -> SafeHTML:
     :func:`approval`) is drawn as its escape in a marked span, so what a
     person reads, copies or inserts is what the code holds.
     """
+    return _code(source, language or None)
+
+
+@functools.lru_cache(maxsize=1024)
+def _code(source: str, language: str | None) -> SafeHTML:
+    # Cached: a streaming answer shows the same finished code blocks at every update.
     body = _highlighted(source, language)
     return SafeHTML(f'<pre class="nbchat-code"><code>{body}</code></pre>\n')
 
 
 def _highlighted(source: str, language: str | None) -> str:
     """``source`` as highlighted HTML, its hidden characters marked where they stood."""
-    try:
-        lexer = get_lexer_by_name(language or "text", stripnl=False, ensurenl=False)
-    except ClassNotFound:
-        lexer = get_lexer_by_name("text", stripnl=False, ensurenl=False)
     marked, hidden = _stand_in(source)
-    body = highlight(marked, lexer, _formatter())
+    body = _highlight.highlight(marked, language)
     return _mark(body, hidden) if hidden else body
 
 
@@ -375,11 +337,6 @@ def hidden_summary(source: str, *, what: str = "This code", escaped: bool = Fals
     return _visible.summary(source, what=what, escaped=escaped)
 
 
-@functools.lru_cache(maxsize=1)
-def _formatter() -> HtmlFormatter:
-    return HtmlFormatter(nowrap=True)
-
-
 def details(summary: str, body: SafeHTML, *, cls: str = "nbchat-reasoning",
             is_open: bool = False) -> SafeHTML:
     """A collapsed block: ``summary`` as escaped text, ``body`` (already safe) inside."""
@@ -399,20 +356,30 @@ def join(parts: Iterable[SafeHTML], separator: str = "\n") -> SafeHTML:
     return SafeHTML(separator.join(pieces))
 
 
-def styled(body: SafeHTML) -> str:
-    """``body`` with the stylesheet its pieces need: what an HTML widget's value is set to."""
+def styled(body: SafeHTML, *, typeset: bool = True) -> str:
+    """``body`` with the stylesheet its pieces need: what an HTML widget's value is set to.
+
+    With ``typeset=False`` the math stays as written (no class lets MathJax
+    in): JupyterLab typesets an output each time it is replaced, so an answer
+    re-shown as it streams is typeset once, by its final render.
+    """
     if not isinstance(body, SafeHTML):
         raise TypeError("styled takes HTML made by nbchat.base.markup")
-    return f'{STYLE}<div class="{ROOT_CLASSES}">{body}</div>' if body else ""
+    if not body:
+        return ""
+    if typeset:
+        return f'{STYLE}<div class="{ROOT_CLASSES}">{body}</div>'
+    inert = body.replace(f'class="{MATH_CLASSES}"', 'class="math"')
+    return f'{STYLE}<div class="{ROOT_CLASSES}">{inert}</div>'
 
 
-def bundle(body: SafeHTML, plain: str) -> dict[str, str]:
+def bundle(body: SafeHTML, plain: str, *, typeset: bool = True) -> dict[str, str]:
     """What a display shows: ``body`` as HTML (with our stylesheet) and ``plain`` as text.
 
     ``plain`` is what terminals, consoles and diffs show: its control
     characters are written as escapes (:func:`for_terminal`).
     """
-    return {"text/html": styled(body) or "", "text/plain": for_terminal(plain)}
+    return {"text/html": styled(body, typeset=typeset) or "", "text/plain": for_terminal(plain)}
 
 
 # ---------------------------------------------------------------- Markdown files

@@ -66,7 +66,7 @@ class TurnView:
     def on(self, event: Any) -> None:
         kind = type(event)
         if kind is TextDelta:
-            self._text(event.text)
+            self.on_text(event.text)
         elif kind is ReasoningDelta:
             self._start()
             self.reasoning.append(event.text)
@@ -101,7 +101,9 @@ class TurnView:
             self.started = True
             self.sink.begin(self)
 
-    def _text(self, text: str) -> None:  # once per chunk: kept lean
+    def on_text(self, text: str) -> None:
+        """A piece of the answer's text (what :meth:`on` does with a ``TextDelta``)."""
+        # Once per chunk: kept lean.
         blocks = self.blocks
         if not blocks or type(blocks[-1]) is str:
             self._start()
@@ -219,7 +221,7 @@ class DisplaySink(Sink):
     def text(self, turn: TurnView, text: str) -> None:
         now = time.monotonic()
         if self.live and now >= self.due:
-            self._show({"text/html": markup.styled(turn.html())})
+            self._show(_streaming(turn))
             # Each update re-renders the whole text: back off as it grows.
             self.due = now + self.interval * (1 + turn.size / BACKOFF_CHARS)
 
@@ -230,7 +232,7 @@ class DisplaySink(Sink):
         self, turn: TurnView, line: str, *, done: bool, shown: str | RanCode = ""
     ) -> None:
         if self.live:
-            self._show({"text/html": markup.styled(turn.html())})
+            self._show(_streaming(turn))
 
     def final(self, turn: TurnView, metadata: dict[str, Any], *, show_error: bool) -> None:
         body, plain = turn.html(), turn.answer
@@ -248,6 +250,15 @@ class DisplaySink(Sink):
             self.handle = display(bundle, raw=True, metadata=metadata, display_id=True)
         else:
             self.handle.update(bundle, raw=True, metadata=metadata or {})
+
+
+def _streaming(turn: TurnView) -> dict[str, str]:
+    """An update while the turn streams: its math left for the final render to typeset.
+
+    MathJax typesets all of an output each time it is replaced: 300 formulas
+    streamed would block the page for many times what showing them once costs.
+    """
+    return {"text/html": markup.styled(turn.html(), typeset=False)}
 
 
 class TextSink(Sink):

@@ -63,6 +63,7 @@ from IPython.display import DisplayHandle, display
 from ..base import markup
 from ..base.config import ENV_LIVE
 from ..base.errors import NbchatError
+from ..base.events import TextDelta
 from ..base.records import PendingCall
 from ..engine.chat import Answer
 from ._sinks import DisplaySink, Sink, TextSink, TurnView
@@ -197,9 +198,13 @@ class TurnRenderer:
             self.handle, live=mode == "live", rate=self.max_updates_per_second
         )
         turn = TurnView(sink)
+        on, on_text = turn.on, turn.on_text  # text is nearly every event: skip the dispatch
         try:
             for event in events:
-                turn.on(event)
+                if type(event) is TextDelta:
+                    on_text(event.text)
+                    continue
+                on(event)
                 if turn.ended and not turn.finalized:
                     self._finish(turn, sink, mode)
         except KeyboardInterrupt:
