@@ -532,8 +532,8 @@ def test_the_reference_filesystem_server_reads_at_once_and_asks_to_write(
     path = str(folder / "a.txt")
     assert run_tool(chat, scripted_server, "fs__read_text_file", {"path": path}) == "alpha"
     scripted_server.script(
-        Reply(when="write", tool_calls=[("fs__write_file", {"path": str(folder / "b.txt"),
-                                                             "content": "beta"})]),
+        Reply(when="write it", tool_calls=[("fs__write_file", {"path": str(folder / "b.txt"),
+                                                             "content": "beta"})], times=1),
         Reply("Written.", after_tool="fs__write_file"),
     )  # fmt: skip
     thread = chat.new_thread()
