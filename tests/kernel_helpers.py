@@ -24,7 +24,8 @@ import os
 import queue
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -295,3 +296,22 @@ def _temp_dir() -> str:
     import tempfile
 
     return tempfile.mkdtemp(prefix="nbchat-kernel-")
+
+
+@contextmanager
+def module_kernel(
+    tmp_path_factory: Any, server: Any, setup: str, **env: str
+) -> Iterator[Kernel]:
+    """A kernel a test module shares: its own folders and store, user kim, on ``server``.
+
+    ``setup`` runs first (``%load_ext nbchat`` and whatever the module needs);
+    ``env`` adds to or overrides the environment.
+    """
+    environment = kernel_env(
+        tmp_path_factory.mktemp("kernel"), NBCHAT_BASE_URL=server.url,
+        NBCHAT_STORE=str(tmp_path_factory.mktemp("store")), NBCHAT_USER="kim",
+        NBCHAT_MODEL="scripted-small", **env,
+    )  # fmt: skip
+    with Kernel(environment, cwd=tmp_path_factory.mktemp("cwd")) as started:
+        started.ok(setup)
+        yield started

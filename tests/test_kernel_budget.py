@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kernel_helpers import Kernel, kernel_env
+from kernel_helpers import Kernel, module_kernel
 from nbchat.testing import Reply, ScriptedServer
 from shell_helpers import asked
 
@@ -21,14 +21,11 @@ def server() -> Iterator[ScriptedServer]:
 
 @pytest.fixture(scope="module")
 def kernel(server: ScriptedServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernel]:
-    env = kernel_env(
-        tmp_path_factory.mktemp("kernel"), NBCHAT_BASE_URL=server.url,
-        NBCHAT_STORE=str(tmp_path_factory.mktemp("store")), NBCHAT_USER="kim",
-        NBCHAT_MODEL="scripted-small", NBCHAT_PRICES='{"scripted-small": [100, 400]}',
-        NBCHAT_MAX_KERNEL_BUDGET="0.5", NBCHAT_HARD_BUDGET="1",
-    )
-    with Kernel(env, cwd=tmp_path_factory.mktemp("cwd")) as started:
-        started.ok("%load_ext nbchat\n%config ChatMagics.builtin_tools = False")
+    with module_kernel(
+        tmp_path_factory, server, "%load_ext nbchat\n%config ChatMagics.builtin_tools = False",
+        NBCHAT_PRICES='{"scripted-small": [100, 400]}', NBCHAT_MAX_KERNEL_BUDGET="0.5",
+        NBCHAT_HARD_BUDGET="1",
+    ) as started:
         yield started
 
 

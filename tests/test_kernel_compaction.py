@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kernel_helpers import Kernel, kernel_env
+from kernel_helpers import Kernel, module_kernel
 from nbchat.engine._compaction import SUMMARY_REQUEST
 from nbchat.testing import Reply, ScriptedServer
 from shell_helpers import asked
@@ -25,13 +25,8 @@ def server() -> Iterator[ScriptedServer]:
 
 @pytest.fixture(scope="module")
 def kernel(server: ScriptedServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernel]:
-    env = kernel_env(
-        tmp_path_factory.mktemp("kernel"), NBCHAT_BASE_URL=server.url,
-        NBCHAT_STORE=str(tmp_path_factory.mktemp("store")), NBCHAT_USER="kim",
-        NBCHAT_MODEL="scripted-small",
-    )
-    with Kernel(env, cwd=tmp_path_factory.mktemp("cwd")) as started:
-        started.ok("%load_ext nbchat\n%config ChatMagics.builtin_tools = False\n%chat -n Start")
+    setup = "%load_ext nbchat\n%config ChatMagics.builtin_tools = False\n%chat -n Start"
+    with module_kernel(tmp_path_factory, server, setup) as started:
         started.ok("magics = get_ipython().magics_manager.registry['ChatMagics']\n"
                    "for n in range(200):\n"
                    "    magics.chat.append_response(magics.thread_id, f'Count {n} please.', "

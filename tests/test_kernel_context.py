@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kernel_helpers import Kernel, kernel_env
+from kernel_helpers import Kernel, module_kernel
 from nbchat.engine.chat import TITLE_PROMPT
 from nbchat.testing import Reply, ScriptedServer
 from wire_helpers import content_parts
@@ -26,14 +26,9 @@ def server() -> Iterator[ScriptedServer]:
 
 @pytest.fixture(scope="module")
 def kernel(server: ScriptedServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernel]:
-    env = kernel_env(
-        tmp_path_factory.mktemp("kernel"), NBCHAT_BASE_URL=server.url,
-        NBCHAT_STORE=str(tmp_path_factory.mktemp("store")), NBCHAT_USER="kim",
-        NBCHAT_MODEL="scripted-small",
-    )
-    with Kernel(env, cwd=tmp_path_factory.mktemp("cwd")) as started:
-        started.ok("%load_ext nbchat\n%matplotlib inline\nimport numpy as np\nimport pandas as pd\n"
-                   "import matplotlib.pyplot as plt")
+    setup = ("%load_ext nbchat\n%matplotlib inline\nimport numpy as np\nimport pandas as pd\n"
+             "import matplotlib.pyplot as plt")
+    with module_kernel(tmp_path_factory, server, setup) as started:
         yield started
 
 

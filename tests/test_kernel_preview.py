@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kernel_helpers import Kernel, kernel_env
+from kernel_helpers import Kernel, module_kernel
 from nbchat.engine.chat import TITLE_PROMPT
 from nbchat.testing import Reply, ScriptedServer
 
@@ -28,14 +28,9 @@ def server() -> Iterator[ScriptedServer]:
 
 @pytest.fixture(scope="module")
 def kernel(server: ScriptedServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernel]:
-    env = kernel_env(
-        tmp_path_factory.mktemp("kernel"), NBCHAT_BASE_URL=server.url,
-        NBCHAT_STORE=str(tmp_path_factory.mktemp("store")), NBCHAT_USER="kim",
-        NBCHAT_MODEL="scripted-small", SERVICE_TOKEN=SECRET,
-        NBCHAT_PRICES='{"scripted-small": [1.0, 4.0]}',
-    )
-    with Kernel(env, cwd=tmp_path_factory.mktemp("cwd")) as started:
-        started.ok("%load_ext nbchat\nimport pandas as pd")
+    with module_kernel(tmp_path_factory, server, "%load_ext nbchat\nimport pandas as pd",
+                       SERVICE_TOKEN=SECRET, NBCHAT_PRICES='{"scripted-small": [1.0, 4.0]}',
+                       ) as started:  # fmt: skip
         yield started
 
 
