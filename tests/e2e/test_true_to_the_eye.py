@@ -165,3 +165,34 @@ def test_the_same_prompt_in_the_panel_draws_what_runs(notebook, scripted_server,
     else:
         check(panel)
     nb.screenshot(f"panel-{case.replace(' ', '-')}")
+
+
+MCP_SETUP = SETUP + """\
+import tempfile
+from nbchat.testing import mcp_server
+os.environ["JUPYTER_CONFIG_DIR"] = tempfile.mkdtemp()  # this kernel's own MCP configuration
+mcp_server.add_to_config("t", approve="read-only")
+"""
+MCP_TEXT = "a" * 300 + ' ;rm -rf ~/data # "only a comment\u202e \u2066"'
+
+
+def test_an_mcp_call_shows_its_whole_arguments_marked_and_wrapped(notebook, scripted_server,
+                                                                  tmp_path):
+    scripted_server.script(
+        Reply(when="please", tool_calls=[("t__write_note", {"text": MCP_TEXT})], times=1),
+        Reply("Noted.", after_tool="t__write_note"),
+    )
+    setup = MCP_SETUP.format(url=scripted_server.url, store=str(tmp_path / "store"))
+    nb = notebook([setup, "%chat --mcp t please note it"])
+    nb.run_cell(0)
+    nb.run_cell(1)
+    out = nb.output(1)
+    pre = _prompt_code(out)
+    drawn = pre.inner_text()
+    assert "\u202e" not in drawn and "\\u202e" in drawn and "\\u2066" in drawn
+    assert "a" * 300 in drawn.replace("\n", "")  # whole, never cut
+    where = pre.evaluate(VISIBLE, ";rm")
+    assert where["scroll"] <= 1, where
+    assert where["edgeLeft"] <= where["left"] and where["right"] <= where["edgeRight"], where
+    assert "These arguments hold 2 characters" in out.inner_text()
+    nb.screenshot("mcp-arguments")

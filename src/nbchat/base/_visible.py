@@ -96,9 +96,10 @@ def split_hidden(text: str) -> Iterator[tuple[str, bool]]:
         yield text[at:], False
 
 
-def summary(text: str, *, what: str = "This code", escaped: bool = False) -> str:
+def summary(text: str, *, lead: str = "This code holds", escaped: bool = False) -> str:
     """One line naming the hidden characters of ``text`` and where they are; "" if none.
 
+    ``lead`` begins the sentence, its verb included ("These arguments hold").
     ``escaped``: the text is kept with the escapes in place of the characters
     (a cell ``--code`` fills, an editor), not with the characters themselves.
 
@@ -129,7 +130,7 @@ def summary(text: str, *, what: str = "This code", escaped: bool = False) -> str
     else:
         kept = "what runs holds the characters themselves" if many else \
                "what runs holds the character itself"
-    return f"{what} holds {noun}: {named}. {shown} ({example}); {kept}."
+    return f"{lead} {noun}: {named}. {shown} ({example}); {kept}."
 
 
 def _lines(numbers: list[int]) -> str:

@@ -114,7 +114,8 @@ STYLE = """<style>
 .nbchat-md .nf,.nbchat-md .nc{color:var(--jp-mirror-editor-def-color,#00f)}
 .nbchat-md .o{color:var(--jp-mirror-editor-operator-color,#aa22ff)}
 .nbchat-md .nbchat-hidden{color:var(--jp-error-color1,#d32f2f);
- background:var(--jp-error-color3,#ffcdd2);border-radius:2px;font-weight:bold}
+ background:var(--jp-error-color3,#ffcdd2);border-radius:2px;font-weight:bold;
+ white-space:nowrap;word-break:keep-all}
 .nbchat-md .nbchat-warning{color:var(--jp-error-color1,#d32f2f);font-weight:bold}
 .nbchat-md .math{display:inline-block;max-width:100%;contain:paint}
 .nbchat-md div.math{display:block;overflow-x:auto;overflow-y:hidden}
@@ -310,7 +311,7 @@ def marked(value: str) -> SafeHTML:
                             for run, is_hidden in _visible.split_hidden(str(value))))
 
 
-def approval(source: str, language: str | None = "python", *, what: str = "This code",
+def approval(source: str, language: str | None = "python", *, lead: str = "This code holds",
              note: str = "") -> SafeHTML:
     """Code or arguments awaiting a yes, drawn so that what is seen is what runs.
 
@@ -324,7 +325,7 @@ def approval(source: str, language: str | None = "python", *, what: str = "This 
     # Each line a block of its own: a copied selection gets one line break per line.
     numbered = "".join(f'<span class="nbchat-line">{line}</span>' for line in lines)
     parts = [SafeHTML(f'<pre class="nbchat-code nbchat-lines"><code>{numbered}</code></pre>\n')]
-    warning = _visible.summary(source, what=what)
+    warning = _visible.summary(source, lead=lead)
     if warning:
         parts.append(text(f"{MARK_PROBLEM} {warning}", cls="nbchat-warning", block=True))
     if note:
@@ -332,9 +333,9 @@ def approval(source: str, language: str | None = "python", *, what: str = "This 
     return element("div", join(parts), cls="nbchat-approval mathjax_ignore tex2jax_ignore")
 
 
-def hidden_summary(source: str, *, what: str = "This code", escaped: bool = False) -> str:
+def hidden_summary(source: str, *, lead: str = "This code holds", escaped: bool = False) -> str:
     """The warning line :func:`approval` shows for ``source``, as text; "" if it has none."""
-    return _visible.summary(source, what=what, escaped=escaped)
+    return _visible.summary(source, lead=lead, escaped=escaped)
 
 
 def details(summary: str, body: SafeHTML, *, cls: str = "nbchat-reasoning",

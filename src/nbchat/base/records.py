@@ -214,10 +214,10 @@ class PendingCall:
         prompt = self.prompt
         text = _visible.for_terminal(" ".join(prompt.question.split())) or self.tool
         if prompt.kind == "code":  # the person must see the code to answer
-            code = _indented(str(self.arguments.get("code", "")), "This code")
+            code = _indented(str(self.arguments.get("code", "")), "This code holds")
             return f"{text}\n{code}\n   (run, reject: WHY, or edit: NEW CODE)"
         if self.shows_arguments:
-            text += f"\n{_indented(self.arguments_text, 'These arguments')}\n  "
+            text += f"\n{_indented(self.arguments_text, 'These arguments hold')}\n  "
         if prompt.options:
             text += f" (one of: {', '.join(_visible.for_terminal(o) for o in prompt.options)})"
         elif prompt.kind == "confirm":
@@ -285,11 +285,11 @@ class AnsweredCall:
         )  # fmt: skip
 
 
-def _indented(source: str, what: str) -> str:
+def _indented(source: str, lead: str) -> str:
     """``source`` indented under a question, hidden characters as escapes, then a warning."""
     lines = _visible.escape_hidden(source.rstrip("\n")).split("\n")
     shown = "\n".join("      " + line for line in lines)
-    warning = _visible.summary(source, what=what)
+    warning = _visible.summary(source, lead=lead)
     return f"{shown}\n   ‼ {warning}" if warning else shown
 
 

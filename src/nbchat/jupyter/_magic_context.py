@@ -115,7 +115,8 @@ def code_to_next_cell(shell: Any, text: str) -> None:
         notify("the answer has no code block; no cell added")
     elif shell is not None:
         code = match.group(1).rstrip("\n")
-        warning = markup.hidden_summary(code, what="The answer's code", escaped=True)
+        warning = markup.hidden_summary(code, lead="The answer's code holds",
+                                        escaped=True)
         if warning:
             notify(f"{markup.MARK_PROBLEM} {warning}")
         shell.set_next_input(markup.escape_hidden(code), replace=False)

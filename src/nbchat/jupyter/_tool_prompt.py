@@ -194,7 +194,7 @@ class ToolPrompt(widgets.VBox):
     def _arguments_view(self, prompt: Prompt) -> markup.SafeHTML:
         """The call's whole arguments, as the call is sent them, and why it needs a yes."""
         asks = str(prompt.extra.get("asks") or "your approval settings ask before this call")
-        return markup.approval(self.call.arguments_text, "json", what="These arguments",
+        return markup.approval(self.call.arguments_text, "json", lead="These arguments hold",
                                note=f"With these arguments. It asks because {asks}.")
 
     def _choice_controls(self, options: list[str]) -> widgets.Widget:
