@@ -258,8 +258,8 @@ def test_the_panel_looks_native_and_does_what_a_chat_panel_does(
         assert panel.inner_text().count("$") == 2, panel.inner_text()
         assert "$" not in (panel.locator(".nbchat-gauge").get_attribute("title") or "")
 
-    # The side area opens wide enough for the panel.
-    assert 320 <= side.bounding_box()["width"] <= 380, side.bounding_box()
+    # The side area opens wide enough for the panel (JupyterLab opens it at 250 px).
+    assert 320 <= side.bounding_box()["width"] <= 360, side.bounding_box()
     colours = {}
     for width, height in SIZES:
         page.set_viewport_size({"width": width, "height": height})

@@ -233,6 +233,31 @@ function messageNodes(message, model, el) {
   return nodes;
 }
 
+// ---------------------------------------------------------------- the side area
+
+const SIDE_WIDTH = 340; // px; JupyterLab opens its right side area 250 px wide
+
+// Widen JupyterLab's right side area once, as dragging its edge would (the
+// layout keeps the width the way it keeps a drag); a wider one is left alone.
+function widenSide(el) {
+  const stack = el.closest("#jp-right-stack");
+  const split = stack && stack.parentElement;
+  if (!split || !split.classList.contains("lm-SplitPanel")) return;
+  const left = stack.getBoundingClientRect().left;
+  const handles = [...split.children].filter((c) => c.classList.contains("lm-SplitPanel-handle"));
+  const handle = handles.find((h) => Math.abs(h.getBoundingClientRect().right - left) < 3);
+  const wanted = Math.min(SIDE_WIDTH, window.innerWidth / 3);
+  const short = wanted - stack.getBoundingClientRect().width;
+  if (!handle || short < 10) return;
+  const box = handle.getBoundingClientRect();
+  const at = (x) => ({ clientX: x, clientY: box.top + box.height / 2, button: 0,
+                       pointerId: 1, isPrimary: true, bubbles: true });
+  const x = box.left + box.width / 2;
+  handle.dispatchEvent(new PointerEvent("pointerdown", at(x)));
+  document.dispatchEvent(new PointerEvent("pointermove", at(x - short)));
+  document.dispatchEvent(new PointerEvent("pointerup", at(x - short)));
+}
+
 // ---------------------------------------------------------------- the panel
 
 function render({ model, el }) {
@@ -782,8 +807,13 @@ function render({ model, el }) {
   // ---------------------------------------------------------- size and polling
   // In the side area the panel fills the height left under it; in a cell it
   // has a height of its own (see _panel.css).
+  let widened = false;
   const fit = () => {
     if (model.get("area") !== "side" || el.offsetParent === null) return;
+    if (!widened) {
+      widened = true;
+      widenSide(el);
+    }
     const bottom = document.getElementById("jp-bottom-panel");
     const below = bottom ? bottom.getBoundingClientRect().height : 0;
     const height = Math.max(320, window.innerHeight - el.getBoundingClientRect().top - below - 8);
