@@ -131,7 +131,8 @@ def test_the_side_panel_follows_the_notebook_streams_and_stops(
     # The stopped answer never got its usage from the endpoint: no line for it.
     expect(panel.locator(".nbchat-message-usage", has_text=USAGE)).to_have_count(2)
     expect(panel.locator(".nbchat-message-usage")).to_have_count(3)  # the time only
-    expect(panel.locator(".nbchat-usage")).to_contain_text(re.compile(r"Σ 2 answers · .* < \$0\.01"))
+    expect(panel.locator(".nbchat-usage")).to_contain_text(
+        re.compile(r"Σ 2 answers · .* < \$0\.01"))
     nb.screenshot("5-answered-1280x800")
     page.set_viewport_size({"width": 1920, "height": 1080})
     time.sleep(1)

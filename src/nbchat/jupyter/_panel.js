@@ -241,9 +241,10 @@ const SIDE_WIDTH = 340; // px; JupyterLab opens its right side area 250 px wide
 // layout keeps the width the way it keeps a drag); a wider one is left alone.
 function widenSide(el) {
   const stack = el.closest("#jp-right-stack");
-  const split = stack && stack.parentElement;
+  const area = stack && stack.closest(".lm-SplitPanel-child"); // the side area with its tab bar
+  const split = area && area.parentElement;
   if (!split || !split.classList.contains("lm-SplitPanel")) return;
-  const left = stack.getBoundingClientRect().left;
+  const left = area.getBoundingClientRect().left;
   const handles = [...split.children].filter((c) => c.classList.contains("lm-SplitPanel-handle"));
   const handle = handles.find((h) => Math.abs(h.getBoundingClientRect().right - left) < 3);
   const wanted = Math.min(SIDE_WIDTH, window.innerWidth / 3);
