@@ -350,8 +350,8 @@ function render({ model, el }) {
   const attach = node("select", "nbchat-attach");
   attach.setAttribute("aria-label", "Attach a variable");
   attach.title = "Attach a variable to the next question";
-  const preview = button("nbchat-button nbchat-preview-button", "Preview");
-  preview.title = "Show the request this question would send; nothing is sent";
+  const preview = iconButton("eye", "Preview", "nbchat-preview-button");
+  preview.title = "Preview: show the request this question would send; nothing is sent";
   const send = iconButton("send", "Send", "nbchat-send");
   const stop = labelButton("stop", "Stop", "nbchat-stop");
   stop.title = "Stop the answer (Escape)";
