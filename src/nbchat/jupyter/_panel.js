@@ -570,7 +570,11 @@ function render({ model, el }) {
 
   const grow = () => {
     box.style.height = "auto";
-    box.style.height = `${Math.min(box.scrollHeight, 200)}px`;
+    const empty = !box.value;
+    if (empty) box.value = box.placeholder; // measured with its text, a wrapped placeholder shows whole
+    const wanted = Math.min(box.scrollHeight, 200);
+    if (empty) box.value = "";
+    box.style.height = `${wanted}px`;
   };
 
   // ---------------------------------------------------------- prompts: child widgets
@@ -821,7 +825,10 @@ function render({ model, el }) {
     const wanted = `${Math.floor(height)}px`;
     if (el.style.height !== wanted) el.style.height = wanted;
   };
-  listen(window, "resize", fit);
+  listen(window, "resize", () => {
+    fit();
+    grow();
+  });
 
   // Polling: one question in flight at most, so that a busy kernel never
   // finds a queue of them; none while the panel is hidden. While nothing
