@@ -111,7 +111,7 @@ def thread_view(
 
 
 def context_gauge(
-    thread: Thread, prices: Mapping[str, Price], context_size: Callable[[str], int | None]
+    thread: Thread, context_size: Callable[[str], int | None]
 ) -> dict[str, Any]:
     """The context the last answered turn used, against the model's size.
 
