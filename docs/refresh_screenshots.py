@@ -32,6 +32,7 @@ PICTURES = {
     "chat-panel/thread-1280x800-dark.png": "nbchat-1280x800-dark.png",
     "chat-panel/thread-1024x700-light.png": "nbchat-1024x700-light.png",
     "chat-panel/thread-1024x700-dark.png": "nbchat-1024x700-dark.png",
+    "chat-panel/streaming.png": "nbchat-streaming.png",
     "chat-panel/switcher.png": "nbchat-switcher.png",
 }
 

@@ -6,6 +6,7 @@ Widget state driven from code, no kernel: ``.click()``, the question box's
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -14,8 +15,9 @@ import nbchat
 from markup_helpers import body, visible
 from nbchat import Chat
 from nbchat.base.errors import ConfigError, InputError
-from nbchat.engine._usage import parse_prices
+from nbchat.engine._usage import parse_prices, turn_usage_line
 from nbchat.jupyter.panel import ChatPanel
+from nbchat.store.base import Turn
 from nbchat.testing import Reply, ScriptedServer
 
 
@@ -174,15 +176,16 @@ def test_each_answer_shows_its_usage_and_the_header_the_totals(chat, scripted_se
     lines = footer_lines(panel)
     assert len(lines) == 2
     for line, (p, c), turn in zip(lines, usages, turns, strict=True):
-        cost = (p * 1.0 + c * 2.0) / 1e6
-        seconds = turn.finished - turn.started
-        assert line == f"scripted-small · {p:,} in · {c:,} out · {seconds:.1f} s · ≈ ${cost:.4f}"
+        # a few tokens at a dollar a million: under a cent, in well under a tenth of a second
+        assert (p * 1.0 + c * 2.0) / 1e6 < 0.01 and turn.finished - turn.started < 0.1
+        assert line == f"scripted-small · {p:,} in · {c:,} out · < $0.01"
+        assert "$0.0000" not in line and "0.0 s" not in line
     prompt, completion = sum(p for p, _ in usages), sum(c for _, c in usages)
-    total = (prompt + completion * 2.0) / 1e6
-    assert panel.usage == (
-        f"2 answers · {prompt:,} in · {completion:,} out · ≈ ${total:.4f}"
-    )
-    assert panel.gauge["cost"] == f"${total:.4f}"
+    assert panel.usage == f"2 answers · {prompt:,} in · {completion:,} out · < $0.01"
+    assert "cost" not in panel.gauge  # the cost is in the totals, once
+    # the panel's own messages leave the model out of the usage: it has its own line
+    assert [m["usage"] for m in panel.messages] == [line.removeprefix("scripted-small · ")
+                                                    for line in lines]
     assert panel.gauge["used"] == usages[-1][0] + usages[-1][1]  # the last turn's context
 
 
@@ -361,13 +364,15 @@ def test_prices_set_while_the_panel_is_open_apply_at_once(shell, scripted_server
     shell.run_cell("%chat --panel")
     (panel,) = shell.magics_manager.registry["ChatMagics"]._panels
     (before,) = footer_lines(panel)
-    assert "$" not in before and "cost" not in panel.gauge
+    assert "$" not in before
 
-    shell.run_cell('%config ChatMagics.prices = {"scripted-small": [1000, 2000]}')
+    shell.run_cell('%config ChatMagics.prices = {"scripted-small": [100000, 200000]}')
 
     (after,) = footer_lines(panel)
     assert after.startswith(f"{before} · ≈ $")
-    assert panel.gauge["cost"].startswith("$") and panel.messages[-1]["usage"] == after
+    assert re.fullmatch(r"≈ \$\d+\.\d\d", after.rsplit(" · ", 1)[1])  # cents, not $0.0000
+    assert "$" in panel.usage and "cost" not in panel.gauge
+    assert panel.messages[-1]["usage"] == after.removeprefix("scripted-small · ")
     panel.value = "And 3+3?"
     panel.submit()  # the next answers are priced too
     assert all("≈ $" in line for line in footer_lines(panel))
@@ -385,8 +390,7 @@ def test_the_gauge_shows_the_last_turn_s_context_against_the_model_s_size(tmp_pa
         panel.submit()
         usage = chat.store.get(panel.thread_id).turns[-1].usage
         used = usage["prompt_tokens"] + usage["completion_tokens"]
-        cost = (usage["prompt_tokens"] * 1 + usage["completion_tokens"] * 2) / 1e6
-        assert panel.gauge == {"used": used, "size": 4096, "cost": f"${cost:.4f}"}
+        assert panel.gauge == {"used": used, "size": 4096}  # its cost is in the totals
         assert [r.path for r in server.requests].count("/props") == 1  # asked once a model
 
 
@@ -435,3 +439,17 @@ def test_reasoning_shows_collapsed_above_the_answer(chat, scripted_server):
     assert shown["html"].startswith('<details class="nbchat-reasoning"><summary><i>Reasoning')
     assert shown["html"].index("Two and two make four.") < shown["html"].index("<p>Four.</p>")
     assert " open" not in shown["html"].split(">", 1)[0]  # collapsed
+
+
+def test_usage_lines_round_what_reads_as_noise():
+    started = 1_000_000.0
+    turn = Turn(query="q", answer="a", model="m", started=started, finished=started + 0.04,
+                usage={"prompt_tokens": 10, "completion_tokens": 5})
+    prices = parse_prices({"m": [1, 2]})
+    assert turn_usage_line(turn, prices) == "m · 10 in · 5 out · < $0.01"
+    slow = dataclasses.replace(turn, finished=started + 2.25)
+    dear = parse_prices({"m": [1_000_000, 2_000_000]})  # $10 + $10
+    assert turn_usage_line(slow, dear) == "m · 10 in · 5 out · 2.2 s · ≈ $20.00"
+    assert turn_usage_line(slow, dear, named=False) == "10 in · 5 out · 2.2 s · ≈ $20.00"
+    free = parse_prices({"m": [0, 0]})
+    assert turn_usage_line(turn, free) == "m · 10 in · 5 out · ≈ $0"

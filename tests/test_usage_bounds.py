@@ -48,7 +48,7 @@ def shown(chat: Chat) -> tuple[list[str], str, float | None, dict[str, Any]]:
     """What a person sees of a thread's usage: each turn's line, the total, its cost, the gauge."""
     thread = chat.store.get(chat.store.threads()[0].id)
     lines = [turn_usage_line(turn, PRICES) for turn in thread.turns]
-    gauge = context_gauge(thread, PRICES, lambda model: 4096)
+    gauge = context_gauge(thread, lambda model: 4096)
     return lines, thread_usage_line(thread.turns, PRICES), thread_cost(thread.turns, PRICES), gauge
 
 

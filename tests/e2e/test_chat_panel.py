@@ -29,7 +29,7 @@ os.environ.update(NBCHAT_BASE_URL={url!r}, NBCHAT_MODEL="scripted-small", NBCHAT
 %load_ext nbchat
 """
 CODE = (
-    "Read it with pandas:\n\n```python\nimport pandas as pd\n"
+    "# Reading a CSV\n\nRead it with pandas:\n\n```python\nimport pandas as pd\n"
     "frame = pd.read_csv('measurements_of_the_whole_year_2026.csv', parse_dates=['when'])\n"
     "```\n\nThen look at `frame.describe()`."
 )
@@ -82,6 +82,63 @@ root => {
     return problems;
 }
 """
+# Copy and Insert sit under their code block: none of them covers a character of it.
+_JS_CODE_TOOLS = """
+root => {
+    const problems = [];
+    for (const block of root.querySelectorAll('.nbchat-codeblock')) {
+        const pre = block.querySelector('pre').getBoundingClientRect();
+        for (const tool of block.querySelectorAll('.nbchat-code-tools button')) {
+            const r = tool.getBoundingClientRect();
+            if (r.top < pre.bottom)
+                problems.push(`${tool.textContent} at ${r.top}, above ${pre.bottom}`);
+            const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+            if (!tool.contains(hit)) problems.push(`${tool.textContent} is covered`);
+        }
+        const range = document.createRange();
+        range.selectNodeContents(block.querySelector('pre'));
+        for (const line of range.getClientRects()) {  // the text, point by point
+            for (let x = line.left + 1; x < Math.min(line.right, pre.right); x += 6) {
+                const hit = document.elementFromPoint(x, line.top + line.height / 2);
+                if (hit && hit.closest('.nbchat-code-tools')) problems.push(`covered at ${x}`);
+            }
+        }
+    }
+    return problems;
+}
+"""
+# Headings in answers against the answer's body text: font sizes in px.
+_JS_HEADINGS = """
+root => [...root.querySelectorAll('.nbchat-body :is(h1, h2, h3)')].map(h =>
+    [parseFloat(getComputedStyle(h).fontSize),
+     parseFloat(getComputedStyle(h.closest('.nbchat-body')).fontSize)])
+"""
+# WCAG contrast of Stop's text on its fill, and of its edge against the input around it.
+_JS_STOP = """
+root => {
+    const rgb = c => (c.match(/[\\d.]+/g) || []).map(Number);
+    const lum = c => {
+        const [r, g, b] = rgb(c).slice(0, 3).map(v => v / 255)
+            .map(v => v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+    };
+    const ratio = (a, b) => (Math.max(lum(a), lum(b)) + 0.05) / (Math.min(lum(a), lum(b)) + 0.05);
+    const opaque = el => {
+        for (; el; el = el.parentElement) {
+            const c = getComputedStyle(el).backgroundColor;
+            if (rgb(c).length < 4 || rgb(c)[3] > 0) return c;
+        }
+        return 'rgb(255, 255, 255)';
+    };
+    const stop = root.querySelector('.nbchat-stop');
+    const style = getComputedStyle(stop);
+    const fill = opaque(stop);
+    const around = opaque(stop.parentElement);
+    const edge = parseFloat(style.borderTopWidth) > 0 ? style.borderTopColor : fill;
+    return {text: ratio(style.color, fill), edge: ratio(edge, around),
+            label: stop.textContent.trim()};
+}
+"""
 # The panel's colours against the theme's own variables.
 _JS_THEME = """
 root => {
@@ -130,6 +187,9 @@ def check_look(page: Page, panels: dict[str, Locator], name: str) -> dict[str, s
         panel.scroll_into_view_if_needed()
         time.sleep(0.3)  # the side panel fits its height on a 250 ms tick
         assert panel.evaluate(_JS_LAYOUT) == [], f"{where} at {name}"
+        assert panel.evaluate(_JS_CODE_TOOLS) == [], f"{where} at {name}"
+        sizes = panel.evaluate(_JS_HEADINGS)
+        assert all(heading <= 1.25 * body for heading, body in sizes), (where, name, sizes)
         theme = panel.evaluate(_JS_THEME)
         assert theme["panel"] == theme["theme"] and theme["text"] == theme["themeText"], theme
         assert theme["font"].split(",")[0] == theme["themeFont"].split(",")[0], theme
@@ -144,7 +204,7 @@ def test_the_panel_looks_native_and_does_what_a_chat_panel_does(
     scripted_server.script(
         Reply("Reading CSV Files", when=is_title_request),
         Reply(CODE, when="read a csv", chunk_size=20, delay=0.01),
-        Reply("Sent once the character was chosen.", when="안녕"),
+        Reply("Sent once the character was chosen.", when="안녕", chunk_size=3, delay=0.3),
     )
     scripted_server.context_size = 2048  # what GET /props reports, as llama.cpp's server does
     setup = SETUP.format(url=scripted_server.url, store=str(tmp_path / "store"))
@@ -173,21 +233,33 @@ def test_the_panel_looks_native_and_does_what_a_chat_panel_does(
         expect(panel.locator(".nbchat-title")).to_have_text("Reading CSV Files")
         expect(panel.locator(".nbchat-from-person .nbchat-bubble")).to_have_text(
             "How do I read a CSV file?")
-        expect(panel.locator(".nbchat-message-usage")).to_contain_text(
-            re.compile(r"^\d\d:\d\d · scripted-small · \d+ in · \d+ out"))
+        # Each turn: a divider, "You" over the question, the model's name over its answer.
+        expect(panel.locator(".nbchat-from-person .nbchat-who")).to_have_text("You")
+        expect(panel.locator(".nbchat-from-model .nbchat-who")).to_have_text("scripted-small")
+        # The footer is the time and the usage; the model is named once, above.
+        expect(panel.locator(".nbchat-message-usage")).to_have_text(
+            re.compile(r"^\d\d:\d\d · \d+ in · \d+ out"))
+        expect(panel.locator(".nbchat-message-usage")).not_to_contain_text("0.0 s")
         expect(panel.locator(".nbchat-gauge")).to_have_text(re.compile(r"^\d+%$"))
+        # The thread's totals and its gauge share one row, under the header.
+        expect(panel.locator(".nbchat-usage .nbchat-gauge")).to_be_visible()
         expect(panel.locator(".nbchat-gauge")).to_have_attribute(
             "title", re.compile(r"^context: \d+ of 2,048 tokens on the last turn"))
         expect(panel.locator(".nbchat-gauge")).not_to_contain_text("$")
 
-    # Prices given now apply at once, to the answers shown and the running cost.
+    # Prices given now apply at once, to the answers shown and the running cost: a
+    # few tokens cost under a cent, said so, once in the answer and once in the totals.
     nb.run_cell(5)
     for panel in panels.values():
-        expect(panel.locator(".nbchat-message-usage")).to_contain_text(re.compile(r"≈ \$\d"))
-        expect(panel.locator(".nbchat-gauge")).to_have_attribute(
-            "title", re.compile(r"this thread so far: ≈ \$\d"))
-        expect(panel.locator(".nbchat-usage")).to_contain_text(re.compile(r"Σ 1 answer · .*≈ \$"))
+        expect(panel.locator(".nbchat-message-usage")).to_contain_text(re.compile(r"< \$0\.01$"))
+        expect(panel.locator(".nbchat-usage")).to_contain_text(
+            re.compile(r"Σ 1 answer · .*< \$0\.01"))
+        assert "$0.0000" not in panel.inner_text() and "0.0 s" not in panel.inner_text()
+        assert panel.inner_text().count("$") == 2, panel.inner_text()
+        assert "$" not in (panel.locator(".nbchat-gauge").get_attribute("title") or "")
 
+    # The side area opens wide enough for the panel (JupyterLab opens it at 250 px).
+    assert 320 <= side.bounding_box()["width"] <= 360, side.bounding_box()
     colours = {}
     for width, height in SIZES:
         page.set_viewport_size({"width": width, "height": height})
@@ -238,12 +310,21 @@ def test_the_panel_looks_native_and_does_what_a_chat_panel_does(
     expect(box).to_have_value("안녕")
     assert "Sent once the character was chosen." not in side.inner_text()
     box.press("Enter")
+    # While it streams: "Answering…" shows, and Stop reads as a button against the input.
+    expect(side.locator(".nbchat-answering")).to_be_visible()
+    expect(side.get_by_role("button", name="Stop")).to_be_visible()
+    stop = side.evaluate(_JS_STOP)
+    assert stop["label"] == "Stop" and stop["text"] >= 4.5 and stop["edge"] >= 3, stop
+    screenshot(page, "chat-panel/streaming")
     wait_for(lambda: "Sent once the character was chosen." in side.inner_text(), "the send", page)
+    expect(side.locator(".nbchat-answering")).to_be_hidden()
     expect(box).to_have_value("")
     expect(box).to_be_focused()
 
+    # The full title is the title's tooltip; Rename is a button of its own.
+    expect(side.locator(".nbchat-title")).to_have_attribute("title", "Reading CSV Files")
     # Rename in place: the title becomes a field; Enter keeps the new title.
-    side.locator(".nbchat-title").click()
+    side.get_by_role("button", name="Rename thread").click()
     edit = side.locator(".nbchat-title-edit")
     expect(edit).to_be_focused()
     edit.fill("CSV with pandas")
@@ -261,6 +342,11 @@ def test_the_panel_looks_native_and_does_what_a_chat_panel_does(
     threads = side.get_by_role("listbox", name="Threads").get_by_role("option")
     expect(threads).to_have_text([re.compile(r"Many questions \(#2\)")])
     assert side.evaluate(_JS_LAYOUT) == []  # the switcher's row too
+    # Delete is in the thread list, away from New in the header, and it asks first.
+    header_delete = side.locator(".nbchat-header").get_by_role("button", name="Delete thread")
+    expect(header_delete).to_have_count(0)
+    pop_delete = side.locator(".nbchat-threads-pop").get_by_role("button", name="Delete thread")
+    expect(pop_delete).to_be_visible()
     screenshot(page, "chat-panel/switcher")
     search.press("Enter")
     expect(side.locator(".nbchat-title")).to_have_text("Many questions")

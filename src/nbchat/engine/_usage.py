@@ -156,18 +156,24 @@ def _inputs(prompt: int, read: int, write: int) -> str:
     return f"{prompt:,} in" + (f" ({', '.join(cached)})" if cached else "")
 
 
-def turn_usage_line(turn: Turn, prices: Mapping[str, Price] | None = None) -> str:
-    """``model · 12 in · 34 out · 1.2 s · ≈ $0.0001``, or "" when the endpoint reported no usage."""
+def turn_usage_line(
+    turn: Turn, prices: Mapping[str, Price] | None = None, *, named: bool = True
+) -> str:
+    """``model · 12 in · 34 out · 1.2 s · ≈ $0.12``, or "" when the endpoint reported no usage.
+
+    ``named=False`` leaves the model out, for a view that names it already.
+    Under a tenth of a second no time is shown; under a cent, ``< $0.01``.
+    """
     counts = _counts(turn, prices or {})
     if counts is None:
         return ""
-    parts = [turn.model] if turn.model else []
+    parts = [turn.model] if turn.model and named else []
     parts += [_inputs(counts.prompt, counts.cache_read, counts.cache_write),
               f"{counts.completion:,} out"]  # fmt: skip
-    if turn.finished and turn.started and turn.finished >= turn.started:
+    if turn.finished and turn.started and turn.finished - turn.started >= 0.1:
         parts.append(f"{turn.finished - turn.started:.1f} s")
     if counts.cost is not None:
-        parts.append(f"≈ {_dollars(counts.cost)}")
+        parts.append(_about(counts.cost))
     return " · ".join(parts)
 
 
@@ -184,7 +190,7 @@ def thread_usage_line(turns: Iterable[Turn], prices: Mapping[str, Price] | None 
     costs = [c.cost for c in counted if c.cost is not None]
     if costs:
         partial = "" if len(costs) == len(counted) else " (priced models only)"
-        line += f" · ≈ {_dollars(sum(costs))}{partial}"
+        line += f" · {_about(sum(costs))}{partial}"
     return line
 
 
@@ -198,6 +204,11 @@ def thread_cost(turns: Iterable[Turn], prices: Mapping[str, Price] | None = None
 def dollars(amount: float) -> str:
     """``$0.0012`` under a cent, ``$1.23`` above."""
     return _dollars(amount)
+
+
+def _about(amount: float) -> str:
+    """A usage line's cost: ``≈ $1.23``, or ``< $0.01`` where four decimals would be noise."""
+    return "< $0.01" if 0 < amount < 0.01 else f"≈ {_dollars(amount)}"
 
 
 def _dollars(amount: float) -> str:

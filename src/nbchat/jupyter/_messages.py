@@ -5,8 +5,8 @@ question as plain text (the front end sets it with ``textContent``), the
 answer as HTML made by :mod:`nbchat.base.markup`, and the model, time and usage
 as plain text. :func:`conversation_view` is the same turns as one piece of
 safe HTML and plain text, for code and tests that read what the panel shows.
-:func:`context_gauge` is the header's gauge: the context the last answered
-turn used against the model's size, and the thread's cost so far.
+:func:`context_gauge` is the gauge: the context the last answered turn used
+against the model's size.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from ..base import markup
 from ..base.errors import NbchatError
 from ..base.records import Usage
-from ..engine._usage import Price, dollars, thread_cost, turn_usage_line
+from ..engine._usage import Price, turn_usage_line
 from ..store.base import Thread, Turn
 from ._views import answer_markdown
 
@@ -62,7 +62,7 @@ def message(turn: Turn, index: int, prices: Mapping[str, Price]) -> dict[str, An
         "html": str(_answer_html(turn, answer)),
         "model": turn.model or "",
         "time": started,
-        "usage": turn_usage_line(turn, prices),
+        "usage": turn_usage_line(turn, prices, named=False),  # the model has its own line
         "status": turn.status,
     }
 
@@ -111,17 +111,15 @@ def thread_view(
 
 
 def context_gauge(
-    thread: Thread, prices: Mapping[str, Price], context_size: Callable[[str], int | None]
+    thread: Thread, context_size: Callable[[str], int | None]
 ) -> dict[str, Any]:
-    """The context the last answered turn used, against the model's size; the cost so far.
+    """The context the last answered turn used, against the model's size.
 
+    The thread's cost is in its usage totals (the Σ line), not here again.
     ``context_size(model)`` is the model's context window (None or an
     :class:`~nbchat.NbchatError` when the endpoint does not say).
     """
     gauge: dict[str, Any] = {}
-    cost = thread_cost(thread.turns, prices)
-    if cost is not None:
-        gauge["cost"] = dollars(cost)
     counted = ((turn, Usage.from_dict(turn.usage)) for turn in reversed(thread.turns))
     last, usage = next(((t, u) for t, u in counted if u.prompt_tokens is not None), (None, None))
     if usage is None or usage.prompt_tokens is None:

@@ -59,6 +59,13 @@ function iconButton(name, label, cls) {
   return made;
 }
 
+// A button with an icon and its word beside it.
+function labelButton(name, label, cls) {
+  const made = button(`nbchat-label-button ${cls || ""}`);
+  made.append(icon(name), node("span", "", label));
+  return made;
+}
+
 // ---------------------------------------------------------------- status emoji
 
 const FALLBACKS = [
@@ -162,20 +169,22 @@ function decorateCode(body, model, el) {
     pre.replaceWith(block);
     block.appendChild(pre);
     const tools = node("div", "nbchat-code-tools");
-    const copy = iconButton("copy", "Copy", "nbchat-copy");
+    const copy = labelButton("copy", "Copy", "nbchat-copy");
     copy.addEventListener("click", () => {
       copyText(pre.textContent).then((done) => {
         copy.classList.toggle("nbchat-done", !!done);
-        copy.title = done ? "Copied" : "Copy failed";
+        copy.lastChild.textContent = done ? "Copied" : "Copy failed";
         setTimeout(() => {
           copy.classList.remove("nbchat-done");
-          copy.title = "Copy";
+          copy.lastChild.textContent = "Copy";
         }, 1500);
       });
     });
     tools.appendChild(copy);
     if (notebookModel(model)) {
-      const insert = iconButton("cell", "Insert as a new cell", "nbchat-insert");
+      const insert = labelButton("cell", "Insert", "nbchat-insert");
+      insert.title = "Insert as a new cell";
+      insert.setAttribute("aria-label", "Insert as a new cell");
       insert.addEventListener("click", () => {
         const shared = notebookModel(model);
         if (!shared) return;
@@ -206,19 +215,48 @@ function messageNodes(message, model, el) {
   const nodes = [];
   if (message.query) {
     const mine = node("div", "nbchat-message nbchat-from-person");
-    mine.appendChild(node("div", "nbchat-bubble", message.query));
+    mine.append(node("div", "nbchat-who", "You"), node("div", "nbchat-bubble", message.query));
     nodes.push(mine);
   }
   const theirs = node("div", "nbchat-message nbchat-from-model");
+  const who = node("div", "nbchat-who");
+  who.append(node("span", "nbchat-avatar"), node("span", "nbchat-value", message.model || "Assistant"));
+  theirs.appendChild(who);
   const body = node("div", "nbchat-md nbchat-body");
   body.innerHTML = message.html || ""; // made by nbchat.markup in the kernel
   decorateCode(body, model, el);
   theirs.appendChild(body);
-  // The usage line names the model; without usage, the model alone.
-  const about = [message.time, message.usage || message.model].filter(Boolean);
+  // The model has its own line above: the footer is the time and the usage.
+  const about = [message.time, message.usage].filter(Boolean);
   if (about.length) theirs.appendChild(usageLine(about.join(" · ")));
   nodes.push(theirs);
   return nodes;
+}
+
+// ---------------------------------------------------------------- the side area
+
+const SIDE_WIDTH = 340; // px; JupyterLab opens its right side area 250 px wide
+
+// Widen JupyterLab's right side area once, as dragging its edge would (the
+// layout keeps the width the way it keeps a drag); a wider one is left alone.
+function widenSide(el) {
+  const stack = el.closest("#jp-right-stack");
+  const area = stack && stack.closest(".lm-SplitPanel-child"); // the side area with its tab bar
+  const split = area && area.parentElement;
+  if (!split || !split.classList.contains("lm-SplitPanel")) return;
+  const left = area.getBoundingClientRect().left;
+  const handles = [...split.children].filter((c) => c.classList.contains("lm-SplitPanel-handle"));
+  const handle = handles.find((h) => Math.abs(h.getBoundingClientRect().right - left) < 3);
+  const wanted = Math.min(SIDE_WIDTH, window.innerWidth / 3);
+  const short = wanted - stack.getBoundingClientRect().width;
+  if (!handle || short < 10) return;
+  const box = handle.getBoundingClientRect();
+  const at = (x) => ({ clientX: x, clientY: box.top + box.height / 2, button: 0,
+                       pointerId: 1, isPrimary: true, bubbles: true });
+  const x = box.left + box.width / 2;
+  handle.dispatchEvent(new PointerEvent("pointerdown", at(x)));
+  document.dispatchEvent(new PointerEvent("pointermove", at(x - short)));
+  document.dispatchEvent(new PointerEvent("pointerup", at(x - short)));
 }
 
 // ---------------------------------------------------------------- the panel
@@ -241,7 +279,7 @@ function render({ model, el }) {
   const switcher = iconButton("list", "Threads", "nbchat-switch");
   switcher.setAttribute("aria-expanded", "false");
   const title = button("nbchat-title");
-  title.title = "Rename";
+  const rename = iconButton("pencil", "Rename thread", "nbchat-rename");
   const titleEdit = node("input", "nbchat-title-edit");
   titleEdit.setAttribute("aria-label", "Title");
   titleEdit.hidden = true;
@@ -252,9 +290,13 @@ function render({ model, el }) {
   const gaugeText = node("span", "nbchat-gauge-text");
   gauge.append(gaugeBar, gaugeText);
   const newButton = iconButton("plus", "New thread", "nbchat-new");
-  const deleteButton = iconButton("trash", "Delete thread", "nbchat-delete");
-  header.append(switcher, title, titleEdit, newButton, deleteButton);
+  const deleteButton = labelButton("trash", "Delete this thread", "nbchat-delete");
+  deleteButton.setAttribute("aria-label", "Delete thread");
+  header.append(switcher, title, titleEdit, rename, newButton);
+  // The thread's totals and its context gauge, in one row under the header.
   const usage = node("div", "nbchat-usage");
+  const totals = node("span", "nbchat-totals");
+  usage.append(totals, gauge);
 
   const confirm = node("div", "nbchat-confirm");
   const confirmText = node("span");
@@ -275,7 +317,10 @@ function render({ model, el }) {
   const threadList = node("ul", "nbchat-threads");
   threadList.setAttribute("role", "listbox");
   threadList.setAttribute("aria-label", "Threads");
-  threadsPop.append(popBar, threadList);
+  // Delete is away from New: at the foot of the thread list, and it asks first.
+  const popFoot = node("div", "nbchat-pop-foot");
+  popFoot.appendChild(deleteButton);
+  threadsPop.append(popBar, threadList, popFoot);
 
   // -- conversation
   const scroll = node("div", "nbchat-conversation");
@@ -305,12 +350,16 @@ function render({ model, el }) {
   const attach = node("select", "nbchat-attach");
   attach.setAttribute("aria-label", "Attach a variable");
   attach.title = "Attach a variable to the next question";
-  const preview = button("nbchat-button nbchat-preview-button", "Preview");
-  preview.title = "Show the request this question would send; nothing is sent";
+  const preview = iconButton("eye", "Preview", "nbchat-preview-button");
+  preview.title = "Preview: show the request this question would send; nothing is sent";
   const send = iconButton("send", "Send", "nbchat-send");
-  const stop = iconButton("stop", "Stop (Escape)", "nbchat-stop");
+  const stop = labelButton("stop", "Stop", "nbchat-stop");
+  stop.title = "Stop the answer (Escape)";
   stop.setAttribute("aria-label", "Stop");
-  bar.append(picker, attach, gauge, preview, send, stop);
+  const answering = node("span", "nbchat-answering");
+  answering.setAttribute("role", "status");
+  answering.append(node("span", "nbchat-pulse"), node("span", "", "Answering…"));
+  bar.append(picker, attach, answering, preview, send, stop);
   const field = node("div", "nbchat-field");
   field.append(box, bar);
   composer.append(chips, field);
@@ -365,7 +414,9 @@ function render({ model, el }) {
   const drawHeader = () => {
     const id = model.get("thread_id");
     title.textContent = id === null ? "New chat" : model.get("title") || "Untitled";
+    title.title = title.textContent; // the full title, however narrow the panel
     title.disabled = id === null;
+    rename.disabled = id === null || model.get("streaming");
     deleteButton.disabled = id === null || model.get("streaming");
     newButton.disabled = model.get("streaming");
     switcher.disabled = model.get("streaming");
@@ -399,10 +450,10 @@ function render({ model, el }) {
       if (g.cached) tip.push(`${g.cached.toLocaleString()} prompt tokens cached`);
     }
     gaugeBar.hidden = !(g.used !== undefined && g.size);
-    if (g.cost) tip.push(`this thread so far: ≈ ${g.cost}`); // shown in the Σ line
     gauge.hidden = !parts.length;
     gaugeText.textContent = parts.join(" · ");
     gauge.title = tip.join("\n");
+    usage.hidden = totals.hidden && gauge.hidden;
   };
 
   let stick = true; // follow the end of the conversation unless the person scrolled up
@@ -449,12 +500,13 @@ function render({ model, el }) {
     status.className = `nbchat-status nbchat-${model.get("status_kind")}`;
     status.hidden = !model.get("status_text");
     const total = model.get("usage_text");
-    usage.replaceChildren();
-    usage.hidden = !total;
+    totals.replaceChildren();
+    totals.hidden = !total;
+    usage.hidden = totals.hidden && gauge.hidden;
     // One span a value, so that a narrow panel wraps between values, never inside one.
     (total ? `Σ ${total}` : "").split(" · ").filter(Boolean).forEach((part, n) => {
-      if (n) usage.appendChild(document.createTextNode(" · "));
-      usage.appendChild(node("span", "nbchat-value", part));
+      if (n) totals.appendChild(document.createTextNode(" · "));
+      totals.appendChild(node("span", "nbchat-value", part));
     });
   };
 
@@ -487,7 +539,7 @@ function render({ model, el }) {
       chip.appendChild(drop);
       chips.appendChild(chip);
     }
-    const first = node("option", "", "@ variable");
+    const first = node("option", "", "@ Variable");
     first.value = "";
     attach.replaceChildren(first);
     for (const name of model.get("variables")) {
@@ -511,13 +563,18 @@ function render({ model, el }) {
     el.classList.toggle("nbchat-streaming", streaming);
     send.hidden = streaming;
     stop.hidden = !streaming;
+    answering.hidden = !streaming;
     drawHeader();
     drawThreads();
   };
 
   const grow = () => {
     box.style.height = "auto";
-    box.style.height = `${Math.min(box.scrollHeight, 200)}px`;
+    const empty = !box.value;
+    if (empty) box.value = box.placeholder; // measured with its text, a wrapped placeholder shows whole
+    const wanted = Math.min(box.scrollHeight, 200);
+    if (empty) box.value = "";
+    box.style.height = `${wanted}px`;
   };
 
   // ---------------------------------------------------------- prompts: child widgets
@@ -651,7 +708,10 @@ function render({ model, el }) {
   });
   listen(popRefresh, "click", () => intent("refresh"));
   listen(newButton, "click", () => intent("new"));
-  listen(deleteButton, "click", () => intent("delete"));
+  listen(deleteButton, "click", () => {
+    closeThreads();
+    intent("delete");
+  });
   listen(confirmYes, "click", () => intent("confirm_delete"));
   listen(confirmNo, "click", () => intent("cancel_delete"));
   listen(earlier, "click", () => {
@@ -674,6 +734,7 @@ function render({ model, el }) {
     if (keep && wanted && wanted !== model.get("title")) intent("rename", wanted);
   };
   listen(title, "click", startRename);
+  listen(rename, "click", startRename);
   listen(titleEdit, "keydown", (event) => {
     if (event.key === "Enter") {
       event.preventDefault();
@@ -751,15 +812,23 @@ function render({ model, el }) {
   // ---------------------------------------------------------- size and polling
   // In the side area the panel fills the height left under it; in a cell it
   // has a height of its own (see _panel.css).
+  let widened = false;
   const fit = () => {
     if (model.get("area") !== "side" || el.offsetParent === null) return;
+    if (!widened) {
+      widened = true;
+      widenSide(el);
+    }
     const bottom = document.getElementById("jp-bottom-panel");
     const below = bottom ? bottom.getBoundingClientRect().height : 0;
     const height = Math.max(320, window.innerHeight - el.getBoundingClientRect().top - below - 8);
     const wanted = `${Math.floor(height)}px`;
     if (el.style.height !== wanted) el.style.height = wanted;
   };
-  listen(window, "resize", fit);
+  listen(window, "resize", () => {
+    fit();
+    grow();
+  });
 
   // Polling: one question in flight at most, so that a busy kernel never
   // finds a queue of them; none while the panel is hidden. While nothing

@@ -730,7 +730,7 @@ class ChatPanel(anywidget.AnyWidget):
             self.hidden = first
             self.usage_text = thread_usage_line(turns, self._prices)
             self.gauge = (
-                context_gauge(thread, self._prices, lambda m: self.chat.llm.context_size(m))
+                context_gauge(thread, lambda m: self.chat.llm.context_size(m))
                 if thread is not None else {}
             )
             self.tools_line = _tools_line(self.chat)
