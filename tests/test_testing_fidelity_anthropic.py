@@ -189,3 +189,17 @@ def test_a_wrong_key_is_an_authentication_error():
                                     max_retries=0)  # fmt: skip
         with right:
             assert right.messages.create(model=MODEL, max_tokens=10, messages=ask("hi")).content
+
+
+def test_a_system_message_is_taken_right_after_a_user_turn_only(scripted_server, client):
+    """As Claude Code sends its MCP servers' instructions: a mid-conversation system message."""
+    scripted_server.script(Reply("Fine."))
+    note = {"role": "system", "content": "Tools follow these rules."}
+    message = client.messages.create(model=MODEL, max_tokens=10, messages=[*ask("hi"), note])
+    assert message.content[0].text == "Fine."
+    assert scripted_server.chat_requests[-1].messages[-1] == note
+    with pytest.raises(anthropic.BadRequestError, match="top-level `system` parameter"):
+        client.messages.create(model=MODEL, max_tokens=10, messages=[note, *ask("hi")])
+    answered = [*ask("hi"), {"role": "assistant", "content": "Hello."}, note]
+    with pytest.raises(anthropic.BadRequestError, match="must immediately follow a `user`"):
+        client.messages.create(model=MODEL, max_tokens=10, messages=answered)

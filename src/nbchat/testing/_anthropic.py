@@ -184,9 +184,10 @@ def request_problem(body: Body) -> str | None:
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     if not messages:
         return "messages: at least one message is required"
-    if any(m.get("role") == "system" for m in messages):
-        return "messages: Unexpected role \"system\". Use the top-level `system` parameter"
     for index, message in enumerate(messages):
+        problem = _system_problem(messages, index)
+        if problem:
+            return problem
         content = message.get("content")
         if content == "" or content == []:
             return f"messages.{index}: all messages must have non-empty content"
@@ -199,6 +200,18 @@ def request_problem(body: Body) -> str | None:
             return problem
     if _thinking_on(body):
         return _thinking_problem(messages)
+    return None
+
+
+def _system_problem(messages: list[dict[str, Any]], index: int) -> str | None:
+    """A ``system`` message may come mid-conversation, right after a user turn, as Claude
+    Code sends its MCP servers' instructions; first or after the assistant, it is refused."""
+    if messages[index].get("role") != "system":
+        return None
+    if not index:
+        return "messages: Unexpected role \"system\". Use the top-level `system` parameter"
+    if messages[index - 1].get("role") != "user":
+        return f"messages.{index}: a `system` message must immediately follow a `user` message"
     return None
 
 
