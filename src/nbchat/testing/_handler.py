@@ -36,13 +36,16 @@ from ._protocols import (
     ollama_name,
 )
 from ._record import AZURE_CHAT, RecordedRequest
+from ._responses import RESPONSES, Responses
+from ._responses import openai_messages as responses_messages
+from ._responses import request_problem as responses_problem
 from ._script import Body, Reply, request_images
 
 _BATCH_BYTES = 64 * 1024
 _POLL_SECONDS = 0.05
 _NO_FAULTS = Reply()
 
-Protocol = OpenAI | Ollama | Anthropic
+Protocol = OpenAI | Ollama | Anthropic | Responses
 
 
 class Owner(typing.Protocol):
@@ -163,8 +166,8 @@ class Handler(BaseHTTPRequestHandler):
         azure = AZURE_CHAT.match(path)
         if azure and isinstance(body, dict):
             body.setdefault("model", azure.group(1))  # the deployment is the model
-        view = {"messages": openai_messages(body)} if (
-            protocol is ANTHROPIC and isinstance(body, dict)) else {}  # fmt: skip
+        view = {"messages": _openai_view(protocol, body)} if (
+            protocol in (ANTHROPIC, RESPONSES) and isinstance(body, dict)) else {}  # fmt: skip
         self.record = owner._record(
             **view,
             method=self.command,
@@ -244,6 +247,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._send_json(400, protocol.no_images(model))
         if protocol is ANTHROPIC:
             return self._anthropic_chat(body)
+        if protocol is RESPONSES:
+            return self._responses_chat(body)
         prompt = count_prompt_tokens(body)
         if protocol is OPENAI and owner.context_size and prompt > owner.context_size:
             return self._send_json(400, OPENAI.overflow(prompt, owner.context_size))
@@ -260,6 +265,13 @@ class Handler(BaseHTTPRequestHandler):
             return self._send_json(400, ANTHROPIC.overflow(prompt, owner.context_size))
         view = {**body, "messages": self.record.messages}
         self._answer_chat(ANTHROPIC, body, view)
+
+    def _responses_chat(self, body: dict[str, Any]) -> None:
+        """Checked as the API checks it, then answered from the OpenAI-shaped view of it."""
+        problem = responses_problem(body)
+        if problem is not None:
+            return self._send_json(400, RESPONSES.error(400, problem))
+        self._answer_chat(RESPONSES, body, {**body, "messages": self.record.messages})
 
     def _answer_chat(self, protocol: Protocol, body: dict[str, Any], view: dict[str, Any]) -> None:
         """Answer ``body`` by the rule ``view`` (its conversation in OpenAI's shape) matches."""
@@ -283,7 +295,10 @@ class Handler(BaseHTTPRequestHandler):
         if protocol.is_stream(body):
             self._stream(reply or _NO_FAULTS, protocol.stream(answer, body))
         else:
-            self._whole(reply or _NO_FAULTS, dumps(protocol.whole(answer)).encode())
+            whole = (
+                RESPONSES.whole(answer, body) if protocol is RESPONSES else protocol.whole(answer)
+            )
+            self._whole(reply or _NO_FAULTS, dumps(whole).encode())
 
     # -- whole responses ----------------------------------------------------
 
@@ -446,12 +461,19 @@ class Handler(BaseHTTPRequestHandler):
 
 def _protocol_of(path: str, headers: Any) -> Protocol:
     """Ollama under ``/api``; Anthropic at ``/v1/messages`` or when the client names its
-    version (``GET /v1/models`` is both Anthropic's and OpenAI's); else OpenAI."""
+    version (``GET /v1/models`` is both Anthropic's and OpenAI's); OpenAI's Responses at
+    ``/v1/responses``; else OpenAI."""
     if path == "/" or path.startswith("/api/"):
         return OLLAMA
+    if path == RESPONSES.chat_path:
+        return RESPONSES
     if path == ANTHROPIC.chat_path or (headers.get("anthropic-version") and path == "/v1/models"):
         return ANTHROPIC
     return OPENAI
+
+
+def _openai_view(protocol: Protocol, body: dict[str, Any]) -> list[dict[str, Any]]:
+    return openai_messages(body) if protocol is ANTHROPIC else responses_messages(body)
 
 
 def _is_known(model: str, models: tuple[str, ...], protocol: Protocol) -> bool:
