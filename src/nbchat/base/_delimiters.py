@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-TAGS = ("context", "answer", "instructions")
+TAGS = ("context", "answer", "instructions", "cell", "output")
 _TAG = re.compile(rf"<(?=\s*/?\s*(?:{'|'.join(TAGS)})\b)", re.IGNORECASE)
 
 

@@ -34,6 +34,7 @@
     │   ├── NoPendingCall (LookupError)
     │   │   └── AlreadyAnswered        another answer to the call won the race
     │   └── McpServerError             an MCP server did not start, died or did not answer
+    ├── AgentRefused (PermissionError)  an outside agent's request is refused; ``.status``
     ├── OverBudget                     a question's estimated cost would cross a budget
     └── TurnInterrupted                the user stopped a turn; the partial answer is kept
 
@@ -314,3 +315,15 @@ class McpServerError(ToolError):
         super().__init__(message)
         self.server = server
         self.log = log
+
+
+class AgentRefused(NbchatError, PermissionError):
+    """An outside agent's request to nbchat's MCP endpoint is refused.
+
+    ``.status`` is the HTTP status it gets (401 no or unknown token, 403 not
+    allowed, 404 no such notebook or call); the message says why and what to do.
+    """
+
+    def __init__(self, message: str, *, status: int = 403) -> None:
+        super().__init__(message)
+        self.status = status

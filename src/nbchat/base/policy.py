@@ -53,6 +53,9 @@ ENV_MAX_APPROVAL = "NBCHAT_MAX_APPROVAL"
 ENV_MAX_BUDGET = "NBCHAT_MAX_BUDGET"
 ENV_MAX_KERNEL_BUDGET = "NBCHAT_MAX_KERNEL_BUDGET"
 ENV_HARD_BUDGET = "NBCHAT_HARD_BUDGET"
+ENV_AGENTS = "NBCHAT_AGENTS"  # "off": no outside agent reaches nbchat's MCP endpoint
+ENV_AGENT_HOSTS = "NBCHAT_AGENT_HOSTS"  # host names agents may use beyond loopback (a hub's)
+ENV_AGENT_ORIGINS = "NBCHAT_AGENT_ORIGINS"  # web origins allowed to call the endpoint
 
 _TRUE = ("1", "true", "yes", "on")
 

@@ -57,6 +57,7 @@ class _Engine:
         mcp: Selection = None,
         budget: float | None = None,
         kernel_budget: float | None = None,
+        answering: Iterable[Any] = (),
     ) -> None:
         self._explicit = dict(
             base_url=base_url,
@@ -70,6 +71,8 @@ class _Engine:
         remember(self.settings.api_key)  # kept out of what the notebook tools send from now on
         self.user_tools = list(tools)
         self.toolbox = Toolbox([*BUILTIN_CLIENT_TOOLS, *self.user_tools])
+        # Client tools that answer stored calls (an outside agent's) but are never offered.
+        self.answering = Toolbox(answering)
         self.builtin_tools = builtin_tools
         self.options: Options = check_options(options)
         self.permissions = frozenset(permissions)
@@ -140,6 +143,8 @@ class _Engine:
 
     def _client_tool(self, name: str) -> ClientTool:
         """The client tool that answers a saved call: offered here, or an MCP server's."""
+        if name in self.answering and name not in self.toolbox:
+            return self.answering.client_tool(name)
         if name not in self.toolbox:
             found = mcp_tool_named(name)
             if found is not None:

@@ -15,8 +15,14 @@ import dataclasses
 import time
 from typing import Any
 
-from ..base.errors import AlreadyAnswered, InvalidToolArguments, NoPendingCall, StoreCorrupt
-from ..base.events import RanCode, ToolResult
+from ..base.errors import (
+    AlreadyAnswered,
+    InputError,
+    InvalidToolArguments,
+    NoPendingCall,
+    StoreCorrupt,
+)
+from ..base.events import Event, RanCode, ToolResult, TurnFinished
 from ..base.messages import Message
 from ..base.records import AnsweredCall, PendingCall
 from ..store.base import Store, Thread, Turn
@@ -24,10 +30,31 @@ from ..tools import ClientTool, Toolbox, ToolContext
 from .history import ChatHistory
 
 ACTING_OUTPUT = "(the answer was accepted; its result is being computed)"
+OUTSIDE_TURNS = 200  # the recent turns of an outside agent's thread whose calls may wait
+
+
+def is_outside(thread: Thread) -> bool:
+    """Whether ``thread`` holds an outside agent's calls: each turn is one call, no model."""
+    return isinstance((thread.settings or {}).get("outside"), dict)
+
+
+def check_not_outside(thread: Thread) -> None:
+    """InputError for a question asked in an outside agent's thread."""
+    if is_outside(thread):
+        raise InputError(
+            f"thread {thread.id} holds an outside agent's calls, not a conversation; "
+            "ask in another thread (%chat -n QUESTION)"
+        )
 
 
 def waiting(thread: Thread) -> list[PendingCall]:
-    """The calls the thread's last turn waits on (none unless it is suspended)."""
+    """The calls the thread's last turn waits on (none unless it is suspended).
+
+    In an outside agent's thread every recent turn is one call, and each may wait.
+    """
+    if is_outside(thread):
+        recent = thread.turns[-OUTSIDE_TURNS:]
+        return [call for turn in recent if turn.status == "suspended" for call in turn.pending]
     last = thread.turns[-1] if thread.turns else None
     return list(last.pending) if last is not None and last.status == "suspended" else []
 
@@ -63,6 +90,8 @@ def all_waiting(store: Store, toolbox: Toolbox) -> list[PendingCall]:
 def answered(thread: Thread, call_id: str | None) -> AnsweredCall | None:
     """The last turn's answered call (that one, or the latest), if any."""
     done = thread.turns[-1].answered if thread.turns else []
+    if is_outside(thread):
+        done = [call for turn in thread.turns[-OUTSIDE_TURNS:] for call in turn.answered]
     matching = [call for call in done if call_id is None or call.call_id == call_id]
     return matching[-1] if matching else None
 
@@ -245,3 +274,28 @@ def resume_point(turn: Turn) -> tuple[list[dict[str, Any]], str]:
         messages.pop()
     rounds = [str(m.get("content") or "") for m in messages if m.get("role") == "assistant"]
     return messages, "\n\n".join(text for text in rounds if text)
+
+
+def finish_outside(
+    store: Store, thread: Thread, call: PendingCall, result: ToolResult
+) -> list[Event]:
+    """End an outside agent's turn once its call's result is in; the events that say so.
+
+    A tool that acts later (a change the notebook's front end applies) left
+    :data:`ACTING_OUTPUT` as its output: the turn stays open until
+    :func:`complete_outside` gets the result.
+    """
+    if result.output == ACTING_OUTPUT:
+        return [result]
+    turn = complete_outside(store, call, None)
+    return [result, TurnFinished(thread.id, call.turn, turn.answer, "complete", thread.model)]
+
+
+def complete_outside(store: Store, call: PendingCall, output: str | None) -> Turn:
+    """Put ``output`` (if given) in an outside call's turn and end it; the turn as saved."""
+    if output is not None:
+        set_tool_output(store, call, output)
+    turn = store.get(call.thread_id).turns[call.turn]
+    answer = turn.answered[0].shown if turn.answered else ""
+    return store.update_turn(call.thread_id, call.turn, status="complete", answer=answer,
+                             finished=time.time())  # fmt: skip

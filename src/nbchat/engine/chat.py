@@ -105,6 +105,9 @@ class Chat(_Asking):
         Dollars a thread, and this process, may cost before a question asks
         first (see :meth:`ask`); ``NBCHAT_BUDGET`` and ``NBCHAT_KERNEL_BUDGET``
         otherwise. Costs come from ``prices`` (``NBCHAT_PRICES``).
+    answering
+        Client tools that answer calls already waiting in the store (an outside
+        agent's, say) and are never offered to the model.
     window
         ``"drop"`` (the default) leaves a long thread's oldest turns out of what
         is sent; ``"summarize"`` sends a summary of them instead (see
@@ -129,6 +132,7 @@ class Chat(_Asking):
         budget: float | None = None,
         kernel_budget: float | None = None,
         window: str | None = None,
+        answering: Iterable[Any] = (),
     ) -> None:
         given = None if store is None or isinstance(store, str | os.PathLike) else store
         super().__init__(
@@ -146,6 +150,7 @@ class Chat(_Asking):
             mcp=mcp,
             budget=budget,
             kernel_budget=kernel_budget,
+            answering=answering,
         )
         self.store: Store = (
             given if given is not None else open_store(self.settings.store, self.settings.user)
@@ -338,6 +343,7 @@ class Chat(_Asking):
         """
         check_text(query, "query")
         thread = self.store.get(thread_id)
+        _pending.check_not_outside(thread)
         self._check_endpoint(thread, model)
         asked = self._question(thread, query, model, options, mcp)
         items = as_items(context)
@@ -365,6 +371,7 @@ class Chat(_Asking):
     def iter_retry(self, thread_id: int) -> Answer:
         """:meth:`retry` as a stream of events."""
         thread = self.store.get(thread_id)
+        _pending.check_not_outside(thread)
         if not thread.turns or thread.turns[-1].status not in ("failed", "interrupted"):
             raise InputError(f"the last turn of thread {thread_id} did not fail; nothing to retry")
         self._check_endpoint(thread)
@@ -451,10 +458,14 @@ class Chat(_Asking):
         """
         thread = self.store.get(thread_id)
         call = _pending.find_pending(thread, call_id)
-        self._check_endpoint(thread)
+        outside = _pending.is_outside(thread)
+        if not outside:
+            self._check_endpoint(thread)
         tool = self._client_tool(call.tool)
         context = ToolContext(self.user, thread.user, self.permissions, thread_id)
         result, turn = _pending.claim_answer(self.store, thread, call, tool, response, context)
+        if outside:  # an outside agent reads the result; no model goes on from it
+            return Answer.streaming(iter(_pending.finish_outside(self.store, thread, call, result)))
         if turn.status == "suspended":
             finished = TurnFinished(thread_id, call.turn, turn.answer, "suspended", thread.model)
             return Answer.streaming(iter([result, *map(ToolCallPending, turn.pending), finished]))

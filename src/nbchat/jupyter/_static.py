@@ -45,3 +45,6 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     web_app = serverapp.web_app
     base = web_app.settings.get("base_url", "/").rstrip("/") + "/"
     web_app.add_handlers(".*$", [(f"{base}{ROUTE}([A-Za-z0-9_.-]+)", AssetHandler)])
+    from ._agent_endpoint import add_routes
+
+    add_routes(serverapp)  # the MCP endpoint for outside agents, at {base_url}nbchat/mcp

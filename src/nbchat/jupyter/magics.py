@@ -38,6 +38,7 @@ from ..base._secrets import Scrubbed, noting_scrubs
 from ..base.errors import NbchatError, OverBudget
 from ..base.options import check_options
 from ..context._interpolate import resolve
+from . import _agent_commands as agents
 from . import _magic_context
 from . import _thread_commands as threads
 from ._answering import NOTEBOOK_TOOLS, tool_answer
@@ -68,9 +69,10 @@ __all__ = ["ChatMagics", "load", "protect_chat_questions", "unload"]
 
 COMMANDS = (
     "list", "show", "use", "rename", "delete", "models", "export", "panel", "answer", "retry",
-    "search", "key", "compact",
+    "search", "key", "compact", "agents", "agent_token", "revoke_agent",
 )  # fmt: skip
-TAKE_TEXT = ("rename", "search", "answer", "key")  # the commands that read the text after them
+# the commands that read the text after them
+TAKE_TEXT = ("rename", "search", "answer", "key", "agent_token")
 API_KEY_REFUSED = (
     "ChatMagics.api_key is not a setting, and the value was discarded; give the key with "
     "%chat --key (a hidden prompt) or the NBCHAT_API_KEY environment variable, set before "
@@ -194,6 +196,7 @@ class ChatMagics(Magics):
         self._agent_chat: tuple[tuple[Any, ...], Chat] | None = None
         self._agent_tools: tuple[str, list[Any]] | None = None
         self._use_agent = False
+        self._agent_answer_tools: list[Any] | None = None
         self._session_key: tuple[str, str] | None = None  # (endpoint, key) from --key
         self._key_version = 0
         self._panels: weakref.WeakSet[Any] = weakref.WeakSet()  # the panels %chat --panel opened
@@ -233,6 +236,7 @@ class ChatMagics(Magics):
                 store=base.store,
                 tools=[*self._user_tools(), *self._notebook_tools()],
                 permissions=self.permissions, window=self.window,
+                answering=self._agent_answering(),
             )
             chat._llm = base._llm  # one endpoint client (and one fallback notice) for both
             self._agent_chat = (key, chat)
@@ -246,6 +250,16 @@ class ChatMagics(Magics):
             tools = notebook_tools(self.shell, approval=self.approval, on_run=show_run)
             self._agent_tools = (self.approval, tools)
         return self._agent_tools[1]
+
+    def _agent_answering(self) -> list[Any]:
+        """The tools that answer outside agents' calls in this kernel (never offered)."""
+        if self.shell is None or getattr(self.shell, "kernel", None) is None:
+            return []
+        if self._agent_answer_tools is None:
+            from ._agent_kernel import kernel_answering_tools
+
+            self._agent_answer_tools = kernel_answering_tools(self.shell)
+        return self._agent_answer_tools
 
     def _plain_chat(self) -> Chat:
         tools = self._user_tools()
@@ -263,6 +277,7 @@ class ChatMagics(Magics):
                 provider=self.provider or None, store=self.store or None, user=self.user or None,
                 tools=tools, permissions=self.permissions, options=options,
                 builtin_tools=self.builtin_tools, window=self.window,
+                answering=self._agent_answering(),
             )
             self._chat_key = key
             if old is not None and old.store.location() != self._chat.store.location():
@@ -398,6 +413,10 @@ class ChatMagics(Magics):
             return None
         if opts.side and not opts.panel:
             raise UsageError("--side goes with --panel: %chat --panel --side")
+        token_options = (opts.agent_scope, opts.agent_tools, opts.agent_days)
+        if opts.agent_token is None and any(v is not None for v in token_options):
+            raise UsageError("--agent-scope, --agent-tools and --agent-days go with "
+                             "--agent-token LABEL")
         name = _form(opts, text)
         if name in COMMANDS and text and name not in TAKE_TEXT:
             raise UsageError(f"--{name} takes no question; got {text[:40]!r}")
@@ -688,6 +707,9 @@ HANDLERS: dict[str, Handler] = {
     "answer": ChatMagics._cmd_answer,
     "retry": ChatMagics._cmd_retry,
     "compact": compact_thread,
+    "agents": agents.show_agents,
+    "agent_token": agents.mint_token,
+    "revoke_agent": agents.revoke_token,
     "key": ChatMagics._cmd_key,
     "mcp": ChatMagics._cmd_mcp,
     "error": ChatMagics._cmd_error,

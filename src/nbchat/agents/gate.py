@@ -1,0 +1,268 @@
+"""The gate: an outside agent's side effect as a call waiting in the person's thread store.
+
+Each agent token has a thread of its own (settings ``{"outside": {...}}``),
+so ``%chat --list``, ``--show`` and search show what each agent asked and
+what the person answered. A call that changes something (insert, edit or
+execute a cell, run code) is one turn of that thread: its question says who
+asks what, and the call waits there, persisted, like any client-tool call,
+until the person answers it in the notebook. The answer is claimed once
+(the store's compare-and-set); the kernel acts on it and writes the result
+into the same turn, where :meth:`AgentGate.status` finds it for the agent.
+
+A request re-sent with the same key (a client retrying after a dropped
+stream) finds the call it made before: the call id is derived from the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..base._visible import for_terminal
+from ..base.errors import AgentRefused, ThreadNotFound
+from ..base.records import PendingCall, Prompt, ToolCall
+from ..engine._pending import complete_outside
+from ..store.base import Store, Thread, Turn
+from .tokens import AgentToken
+
+State = Literal["waiting", "running", "done", "rejected", "failed"]
+GATED = {
+    "run_code": "execute",
+    "execute_cell": "execute",
+    "insert_cell": "edit",
+    "edit_cell": "edit",
+}
+TOOL_PREFIX = "agent_"  # the pending call's tool: agent_run_code, agent_insert_cell, …
+AGENT_MODEL = "outside-agent"
+RETRY_WINDOW = 600.0  # seconds within which the same request key finds the same call
+RECENT_TURNS = 200
+WHY_MAX = 500
+
+
+@dataclass(frozen=True)
+class AgentCall:
+    """A gated call as the agent sees it: its handle, its state, what came of it."""
+
+    handle: str
+    tool: str
+    notebook: str
+    state: State
+    answer: str = ""
+    result: str = ""
+    created: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"handle": self.handle, "tool": self.tool,
+                                "notebook": self.notebook, "state": self.state}  # fmt: skip
+        if self.answer:
+            data["answer"] = self.answer
+        if self.result:
+            data["result"] = self.result
+        if self.state == "waiting":
+            data["next"] = (
+                "The person must answer this in the notebook (Run, Edit or Reject). Call "
+                "call_status with this handle (wait_seconds up to 20) to learn the outcome; "
+                "do not send the request again."
+            )
+        return data
+
+
+def request_key(token: AgentToken, tool: str, arguments: dict[str, Any], request_id: object) -> str:
+    """The key a re-sent request shares with the first: token, JSON-RPC id, tool, arguments."""
+    canonical = json.dumps([token.id, str(request_id), tool, arguments], sort_keys=True)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+class AgentGate:
+    """Gated calls of outside agents, in one user's thread store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._threads: dict[str, int] = {}
+
+    # -- the agent's side ------------------------------------------------------
+    def request(
+        self,
+        token: AgentToken,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        notebook: str,
+        key: str,
+        why: str = "",
+        shown: str = "",
+    ) -> AgentCall:
+        """Record ``tool(arguments)`` as a call waiting for the person; the same key, the same call.
+
+        ``arguments`` hold what the person sees and what runs (``code`` for
+        code, ``source`` for a cell). ``shown`` is extra Markdown above the
+        prompt (a cell's diff); ``why`` the agent's reason, shown as its words.
+        """
+        thread_id = self._thread_for(token)
+        thread = self.store.get(thread_id)
+        call_id = f"agent-{key}"
+        found = _turn_with_call(thread, call_id)
+        if found is not None:
+            return self._call(thread, found)
+        label = token.label
+        reason = " ".join(str(why).split())[:WHY_MAX]
+        question = f"Agent {label} asks to {tool.replace('_', ' ')} in {notebook}"
+        turn = self.store.start_turn(thread_id, question, model=AGENT_MODEL)
+        prompt = Prompt(
+            kind="code", question=question, options=("Run", "Edit", "Reject"), markdown=shown,
+            extra={"agent": label, "token": token.id, "notebook": notebook,
+                   "reason": reason, "asks": _why_it_asks(tool)},
+        )  # fmt: skip
+        stored = {**arguments, "notebook": notebook, "handle": f"{thread_id}.{turn}"}
+        pending = PendingCall(thread_id, turn, call_id, TOOL_PREFIX + tool, stored, prompt)
+        assistant = {"role": "assistant", "content": reason or None,
+                     "tool_calls": [pending.call.to_dict()]}  # fmt: skip
+        self.store.update_turn(
+            thread_id, turn, messages=[assistant], pending=[pending], status="suspended"
+        )
+        return self._call(self.store.get(thread_id), turn)
+
+    def status(self, token: AgentToken, handle: str) -> AgentCall:
+        """The state of the call ``handle`` names; AgentRefused (404) if it is not this token's."""
+        thread_id, turn = _parse_handle(handle)
+        try:
+            thread = self.store.get(thread_id)
+        except ThreadNotFound:
+            thread = None
+        outside = (thread.settings or {}).get("outside") if thread is not None else None
+        if thread is None or not isinstance(outside, dict) or outside.get("token") != token.id \
+                or turn >= len(thread.turns):  # fmt: skip
+            raise AgentRefused(f"no call {handle!r} was made with this token", status=404)
+        return self._call(thread, turn)
+
+    def waiting(self, token: AgentToken) -> list[AgentCall]:
+        """This token's calls that still wait for the person."""
+        thread_id = self._known_thread(token)
+        if thread_id is None:
+            return []
+        thread = self.store.get(thread_id)
+        calls = [self._call(thread, i) for i in range(max(0, len(thread.turns) - RECENT_TURNS),
+                                                       len(thread.turns))]  # fmt: skip
+        return [call for call in calls if call.state in ("waiting", "running")]
+
+    # -- the kernel's side -----------------------------------------------------------
+    def complete(self, handle: str, output: str) -> None:
+        """Give the call ``handle`` names its result (a change the front end made) and end it."""
+        thread_id, index = _parse_handle(handle)
+        turn = self.store.get(thread_id).turns[index]
+        first = _first_call(turn)
+        if first is None or turn.status != "streaming":
+            return  # ended already (or not ours): the first result stands
+        call = PendingCall(thread_id, index, first.id, first.name, {}, Prompt("code", ""))
+        complete_outside(self.store, call, output)
+
+    # -- the thread of a token --------------------------------------------------
+    def _known_thread(self, token: AgentToken) -> int | None:
+        known = self._threads.get(token.id)
+        if known is not None:
+            try:
+                if self._owner(self.store.get(known)) == token.id:
+                    return known
+            except ThreadNotFound:
+                pass
+        for info in self.store.threads():
+            if info.model == AGENT_MODEL and self._owner(self.store.get(info.id)) == token.id:
+                self._threads[token.id] = info.id
+                return info.id
+        return None
+
+    def _thread_for(self, token: AgentToken) -> int:
+        found = self._known_thread(token)
+        if found is not None:
+            return found
+        made = self.store.new_thread(
+            AGENT_MODEL, title=f"Agent: {token.label}",
+            settings={"outside": {"agent": token.label, "token": token.id}},
+        )  # fmt: skip
+        self._threads[token.id] = made
+        return made
+
+    @staticmethod
+    def _owner(thread: Thread) -> str | None:
+        outside = (thread.settings or {}).get("outside")
+        return outside.get("token") if isinstance(outside, dict) else None
+
+    def _call(self, thread: Thread, index: int) -> AgentCall:
+        turn = thread.turns[index]
+        call = _first_call(turn)
+        tool = call.name.removeprefix(TOOL_PREFIX) if call is not None else "?"
+        notebook = ""
+        if turn.pending:
+            notebook = str(turn.pending[0].arguments.get("notebook", ""))
+        elif call is not None:
+            notebook = str(_arguments(call).get("notebook", ""))
+        handle = f"{thread.id}.{index}"
+        state, answer, result = _outcome(turn)
+        return AgentCall(handle, tool, notebook, state, answer, result, turn.started)
+
+
+def _why_it_asks(tool: str) -> str:
+    if tool in ("run_code", "execute_cell"):
+        return "Running code in your kernel can change your variables, files and more."
+    return "It changes your notebook."
+
+
+def _turn_with_call(thread: Thread, call_id: str) -> int | None:
+    now = time.time()
+    start = max(0, len(thread.turns) - RECENT_TURNS)
+    for index in range(len(thread.turns) - 1, start - 1, -1):
+        turn = thread.turns[index]
+        if now - turn.started > RETRY_WINDOW:
+            break
+        first = _first_call(turn)
+        if first is not None and first.id == call_id:
+            return index
+    return None
+
+
+def _first_call(turn: Turn) -> ToolCall | None:
+    for message in turn.messages:
+        for call in message.get("tool_calls") or ():
+            try:
+                return ToolCall.from_dict(call)
+            except ValueError:
+                return None
+    return None
+
+
+def _arguments(call: ToolCall) -> dict[str, Any]:
+    try:
+        loaded = json.loads(call.arguments)
+    except ValueError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _outcome(turn: Turn) -> tuple[State, str, str]:
+    """The state of a gated call's turn, the person's answer in words, the result for the agent."""
+    answer = turn.answered[0].shown if turn.answered else ""
+    result = next((str(m.get("content") or "") for m in turn.messages
+                   if m.get("role") == "tool"), "")  # fmt: skip
+    if turn.status == "suspended":
+        return "waiting", "", ""
+    if turn.status == "streaming":
+        return ("running" if turn.answered else "waiting"), answer, ""
+    if turn.status == "complete":
+        rejected = bool(turn.answered) and answer.startswith("reject")
+        return ("rejected" if rejected else "done"), answer, result
+    why = turn.error or "the run did not finish"
+    if turn.status == "interrupted" and not turn.answered:
+        why = "the call was closed without an answer"
+    return "failed", answer, for_terminal(result or why)
+
+
+def _parse_handle(handle: object) -> tuple[int, int]:
+    text = str(handle)
+    first, dot, second = text.partition(".")
+    if not dot or not first.isdigit() or not second.isdigit() or len(text) > 24:
+        raise AgentRefused(f"{text[:40]!r} is not a call handle; use the handle a call returned",
+                           status=404)  # fmt: skip
+    return int(first), int(second)

@@ -1,0 +1,92 @@
+"""The client tools that answer an outside agent's gated calls, in the notebook's kernel.
+
+They are never offered to a model: a Chat holds them as ``answering`` tools,
+so the person's Run, Edit or Reject on an agent's call is checked and claimed
+exactly like an answer to nbchat's own ``run_code`` (the same decision words,
+the same code view, hidden characters refused outside strings). What acting
+on the answer does is up to callables the Jupyter layer supplies:
+
+- ``agent_run_code`` runs the code as ``run_code`` does, through the runner;
+- ``agent_insert_cell``, ``agent_edit_cell`` and ``agent_execute_cell`` ask
+  the notebook's front end to make the change (``apply``), which answers
+  later: the call's output is then :data:`ACTING_OUTPUT` until ``apply``'s
+  callback gives the result (:meth:`AgentGate.complete`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..base._secrets import scrub
+from ..context.run_code import CodeDecision, RunCode, Runner
+from ..engine._pending import ACTING_OUTPUT
+from .gate import TOOL_PREFIX
+
+Apply = Callable[[str, dict[str, Any], CodeDecision], None]
+"""``apply(op, arguments, decision)``: make the change in the notebook; the result comes later."""
+
+_COMMON = {
+    "code": {"type": "string", "description": "What runs or goes into the cell."},
+    "why": {"type": "string"},
+    "notebook": {"type": "string"},
+    "handle": {"type": "string"},
+}
+_CELL = {
+    "cell_id": {"type": "string"},
+    "index": {"type": ["integer", "null"]},
+    "cell_type": {"enum": ["code", "markdown"]},
+}
+
+
+def _schema(*extra: dict[str, Any]) -> dict[str, Any]:
+    properties: dict[str, Any] = dict(_COMMON)
+    for more in extra:
+        properties.update(more)
+    return {"type": "object", "properties": properties, "required": ["code", "notebook"],
+            "additionalProperties": False}  # fmt: skip
+
+
+class AgentRunCode(RunCode):
+    """An outside agent's ``run_code``: runs in this kernel after the person's yes."""
+
+    name = TOOL_PREFIX + "run_code"
+    description = "Run an outside agent's code in this notebook's kernel, after a yes."
+    parameters = _schema()
+
+    def __init__(self, runner: Runner) -> None:
+        super().__init__(runner, approval="always")
+
+    def auto_response(self, arguments: dict[str, Any]) -> str | None:
+        return None  # an agent's side effects always ask
+
+    def get_tool_output(self, arguments: dict[str, Any], answer: object) -> str:
+        """The result as the agent reads it through ``call_status`` (no model reads it here)."""
+        return self.output(arguments, answer)
+
+
+class AgentCellChange(AgentRunCode):
+    """An outside agent's change to a cell (insert, edit, execute), made after a yes."""
+
+    description = "Change a cell of this notebook for an outside agent, after a yes."
+    parameters = _schema(_CELL)
+
+    def __init__(self, op: str, apply: Apply) -> None:
+        super().__init__(lambda code: "")
+        self.op = op
+        self.name = TOOL_PREFIX + f"{op}_cell"
+        self.apply = apply
+
+    def output(self, arguments: dict[str, Any], answer: object) -> str:
+        decision = answer if isinstance(answer, CodeDecision) else CodeDecision("reject")
+        if decision.action == "reject":
+            why = f" Their reason: {decision.reason}" if decision.reason else ""
+            return scrub(f"The person rejected this; nothing was changed.{why}")
+        self.apply(self.op, arguments, decision)
+        return ACTING_OUTPUT
+
+
+def answering_tools(runner: Runner, apply: Apply) -> list[RunCode]:
+    """The tools that answer every kind of gated agent call in one kernel."""
+    return [AgentRunCode(runner), *(AgentCellChange(op, apply)
+                                    for op in ("insert", "edit", "execute"))]  # fmt: skip

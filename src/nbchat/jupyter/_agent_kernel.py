@@ -1,0 +1,229 @@
+"""The kernel's side of outside agents: careful reads, and the gate's prompts and actions.
+
+nbchat's Jupyter Server extension (:mod:`._agent_endpoint`) calls into the
+kernel of the notebook an agent names, silently and without touching its
+history: :func:`variables_text` and :func:`describe_text` for reads, and
+:func:`wake` when a gated call waits for this notebook. ``wake`` shows the
+call in the notebook: the side panel opens on the agent's thread with the
+call's prompt (Run / Edit / Reject, the code through the same view as
+``run_code``'s), and ``%chat --agents`` shows the waiting calls in a cell.
+
+A call is answered only in the kernel of its own notebook (the server tells
+the kernel which notebooks are its own; ``JPY_SESSION_NAME`` says it too).
+Code runs as ``run_code``'s does; cell changes go to the notebook's
+JupyterLab front end through :mod:`._lab_bridge`, whose reply ends the call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from ..agents.gate import AGENT_MODEL, TOOL_PREFIX, AgentGate
+from ..agents.tools import answering_tools
+from ..base._secrets import scrub
+from ..base.errors import ToolRequirementsNotMet
+from ..context import describe
+from ..context.run_code import CodeDecision, RunCode
+from .notebook_tools import HIDDEN, Notebook
+
+_PATHS: set[str] = set()  # the server-relative paths of this kernel's notebook
+_SHOWN: set[str] = set()  # the calls whose prompt this kernel has shown
+_TRUSTED = ("builtins", "numpy", "pandas", "polars", "datetime", "decimal", "fractions",
+            "collections", "pathlib", "uuid", "matplotlib", "PIL")  # fmt: skip
+_SAMPLE = 20
+NO_FRONT_END = (
+    "The notebook is not open in JupyterLab with nbchat's extension, so the change was not "
+    "made and nothing ran; ask the person to open it."
+)
+
+
+# -- which notebook this kernel is ---------------------------------------------------
+def is_mine(path: object) -> bool:
+    """Whether the notebook at ``path`` (relative to the server's root) is this kernel's."""
+    if not isinstance(path, str) or not path:
+        return False
+    if path in _PATHS:
+        return True
+    session = os.environ.get("JPY_SESSION_NAME", "").replace("\\", "/")
+    return bool(session) and (session == path or session.endswith("/" + path))
+
+
+# -- reads ------------------------------------------------------------------------------
+def _shell() -> Any:
+    from IPython import get_ipython
+
+    return get_ipython()
+
+
+def _is_plain(value: object, depth: int = 0) -> bool:
+    """Whether describing ``value`` runs only library code, never the notebook's own classes."""
+    module = type(value).__module__.split(".")[0]
+    if module not in _TRUSTED or depth > 3:
+        return False
+    if isinstance(value, dict):
+        pairs = list(value.items())[:_SAMPLE]
+        return all(_is_plain(k, depth + 1) and _is_plain(v, depth + 1) for k, v in pairs)
+    if isinstance(value, list | tuple | set | frozenset):
+        return all(_is_plain(item, depth + 1) for item in list(value)[:_SAMPLE])
+    return True
+
+
+def _kind(value: object) -> str:
+    name = type(value).__name__
+    if not _is_plain(value):
+        return f"{name} (from {type(value).__module__})"
+    shape = getattr(value, "shape", None)
+    if isinstance(shape, tuple) and all(isinstance(n, int) for n in shape):
+        return f"{name} {'×'.join(f'{n:,}' for n in shape)}"
+    if isinstance(value, list | tuple | dict | set | frozenset | str | bytes):
+        return f"{name} of {len(value):,}"
+    return name
+
+
+def variables_text() -> str:
+    """The user's variables, one a line: name and type (size for library objects), no values."""
+    shell = _shell()
+    names = Notebook(shell).variable_names()
+    lines = [f"{name}: {_kind(shell.user_ns[name])}" for name in names]
+    return scrub("\n".join(lines) or "The notebook defines no variables yet.")
+
+
+def describe_text(name: str) -> str:
+    """``name`` described as ``@name`` would be, if that runs no code of the notebook's own."""
+    namespace = _shell().user_ns
+    if not name.isidentifier() or name not in namespace or name in HIDDEN:
+        return f"{name!r} is not a variable of this notebook; list_variables shows them."
+    value = namespace[name]
+    if not _is_plain(value):
+        return (
+            f"{name}: {_kind(value)}. Not described: showing it would run the notebook's own "
+            "code (its __repr__); ask the person, or use run_code, which asks first."
+        )
+    item = describe(value, name, image=False)
+    return f"{item.kind}\n{item.text}"
+
+
+# -- the gate's prompts -------------------------------------------------------------------
+def wake(path: str = "") -> None:
+    """A gated call waits for ``path``, this kernel's notebook: show it in the side panel."""
+    if path:
+        _PATHS.add(path)
+    chat = _chat()
+    calls = [call for call in waiting_calls(chat) if call.call_id not in _SHOWN]
+    if not calls:
+        return
+    _SHOWN.update(call.call_id for call in calls)
+    from ._side import side_area_unavailable, side_panel
+
+    if side_area_unavailable() is None:
+        side_panel(chat, thread_id=calls[0].thread_id)
+
+
+def seen(call_id: str) -> None:
+    """The call's prompt is shown (in a cell): waking again does not open it in the panel."""
+    _SHOWN.add(call_id)
+
+
+def waiting_calls(chat: Any) -> list[Any]:
+    """The outside agents' calls that wait for this kernel's notebook, oldest first."""
+    calls = []
+    for info in chat.store.threads():
+        if info.model == AGENT_MODEL:
+            calls += [call for call in chat.pending_calls(info.id) if _is_for_me(call)]
+    return sorted(calls, key=lambda call: (call.thread_id, call.turn))
+
+
+def _is_for_me(call: Any) -> bool:
+    return call.tool.startswith(TOOL_PREFIX) and is_mine(call.arguments.get("notebook"))
+
+
+def _chat() -> Any:
+    """The magics' Chat (it answers agents' calls), loading the extension if need be."""
+    shell = _shell()
+    magics = shell.magics_manager.registry.get("ChatMagics")
+    if magics is None:
+        shell.extension_manager.load_extension("nbchat")
+        magics = shell.magics_manager.registry["ChatMagics"]
+    return magics.chat
+
+
+# -- acting on an answer ---------------------------------------------------------------------
+def kernel_answering_tools(shell: Any) -> list[RunCode]:
+    """The tools that answer agents' calls in this kernel, each refusing other notebooks'."""
+    notebook = Notebook(shell)
+
+    def runner(code: str) -> Any:
+        from .notebook_tools import show_run
+
+        ran = notebook.run(code)
+        show_run(ran)
+        return ran
+
+    tools = answering_tools(runner, _apply)
+    for tool in tools:
+        tool.check_requirements = _mine_only(tool.check_requirements)  # type: ignore[method-assign]
+    return tools
+
+
+def _mine_only(check: Any) -> Any:
+    def checked(context: Any, arguments: dict[str, Any]) -> None:
+        where = arguments.get("notebook")
+        if not is_mine(where):
+            raise ToolRequirementsNotMet(
+                f"this call is for the notebook {where!r}; answer it there, where it runs"
+            )
+        check(context, arguments)
+
+    return checked
+
+
+def _apply(op: str, arguments: dict[str, Any], decision: CodeDecision) -> None:
+    """Ask the notebook's front end to make the change; its reply ends the call."""
+    from ._lab_bridge import NotebookBridge
+
+    handle = str(arguments["handle"])
+    gate = AgentGate(_chat().store)
+    bridge = NotebookBridge.for_kernel()
+    if bridge is None:
+        gate.complete(handle, NO_FRONT_END)
+        return
+    metadata = {"nbchat": {"agent_call": handle, "approved": str(decision),
+                           "edited": decision.action == "edit"}}  # fmt: skip
+    source = decision.code
+
+    def done(reply: dict[str, Any]) -> None:
+        gate.complete(handle, _reply_text(op, reply, decision))
+
+    if op == "insert":
+        bridge.request({"op": "insert", "index": arguments.get("index"), "source": source,
+                        "cell_type": arguments.get("cell_type") or "code",
+                        "metadata": metadata}, done)  # fmt: skip
+    elif op == "edit":
+        bridge.request({"op": "edit", "cell_id": arguments["cell_id"], "source": source,
+                        "metadata": metadata}, done)  # fmt: skip
+    else:  # execute exactly what was shown (or edited): set the source, then run the cell
+        def then_run(reply: dict[str, Any]) -> None:
+            if not reply.get("ok"):
+                done(reply)
+                return
+            bridge.request({"op": "execute", "cell_id": arguments["cell_id"]}, done)
+
+        bridge.request({"op": "edit", "cell_id": arguments["cell_id"], "source": source,
+                        "metadata": metadata}, then_run)  # fmt: skip
+
+
+def _reply_text(op: str, reply: dict[str, Any], decision: CodeDecision) -> str:
+    if not reply.get("ok"):
+        return scrub(f"The change failed in the notebook: {reply.get('error') or 'no reason'}; "
+                     "nothing more was done.")  # fmt: skip
+    edited = ""
+    if decision.action == "edit":
+        edited = f"The person edited it first; this is what went in:\n{decision.code}\n"
+    if op == "execute":
+        outputs = json.dumps(reply.get("outputs") or [], ensure_ascii=False)[:20_000]
+        return scrub(f"{edited}The cell ran (execution count {reply.get('execution_count')}). "
+                     f"Its outputs: {outputs}")  # fmt: skip
+    verb = "inserted" if op == "insert" else "edited"
+    return scrub(f"{edited}The cell was {verb}; its id is {reply.get('cell_id')}.")
