@@ -111,4 +111,8 @@ def result_data(result: Any) -> Any:
     """A tool result's structured content, or its text."""
     if getattr(result, "structured_content", None):
         return result.structured_content
-    return "\n".join(getattr(part, "text", "") for part in result.content)
+    text = "\n".join(getattr(part, "text", "") for part in result.content)
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

@@ -121,9 +121,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     answer.add_argument("value")
     answer.add_argument("--call", help="the call id when several wait")
     _store_parser(sub)
+    _agent_parsers(sub)
     args = parser.parse_args(argv)
     if args.command == "store":
         return _store(args)
+    if args.command == "mcp":
+        from .agents.bridge import main as bridge
+
+        return bridge(args.url)
+    if args.command == "agents":
+        return _agents(args)
     chat = Chat()
     try:
         return _run(chat, args)
@@ -151,6 +158,50 @@ def _store_parser(sub: Any) -> None:
         help="a folder or postgresql:// URL (default: NBCHAT_STORE_URL, else NBCHAT_STORE)",
     )  # fmt: skip
     check.add_argument("--user", help="only this user's threads")
+
+
+def _agent_parsers(sub: Any) -> None:
+    mcp = sub.add_parser("mcp", help="nbchat's MCP endpoint over stdio, for agents that start "
+                         "a command (the token comes from NBCHAT_AGENT_TOKEN)")  # fmt: skip
+    mcp.add_argument("--url", help="the endpoint, e.g. http://127.0.0.1:8888/nbchat/mcp "
+                     "(default: the one Jupyter server running here)")  # fmt: skip
+    agents = sub.add_parser("agents", help="tokens for outside agents: mint, list, revoke")
+    tasks = agents.add_subparsers(dest="task", required=True)
+    mint = tasks.add_parser("mint", help="mint a token for an agent; it is shown once")
+    mint.add_argument("label")
+    mint.add_argument("--scope", default="", help="notebooks or folders it may touch, "
+                      "comma-separated, relative to the server's root (default: all)")  # fmt: skip
+    mint.add_argument("--tools", default="read,edit,execute",
+                      help="tool classes: read, edit, execute (comma-separated)")
+    mint.add_argument("--days", type=float, default=30, help="days until it expires")
+    tasks.add_parser("list", help="list the tokens (never their secrets)")
+    revoke = tasks.add_parser("revoke", help="revoke a token")
+    revoke.add_argument("id", help="the token's id (or label)")
+
+
+def _agents(args: argparse.Namespace) -> int:
+    from .agents.tokens import TokenStore
+    from .base.config import default_user
+
+    tokens = TokenStore(default_user())
+    try:
+        if args.task == "mint":
+            minted = tokens.mint(args.label, paths=args.scope.split(","),
+                                 classes=args.tools.split(","), days=args.days)  # fmt: skip
+            print(f"Agent token {minted.token.id} for {minted.token.label!r}; it is shown "
+                  f"only now:\n{minted.secret}", flush=True)  # fmt: skip
+        elif args.task == "revoke":
+            done = tokens.revoke(args.id)
+            print(f"Revoked {done.id} ({for_terminal(done.label)}).")
+        else:
+            for token in tokens.tokens():
+                scope = ",".join(p or "*" for p in token.paths)
+                print(f"{token.id}  {for_terminal(token.label)}  {','.join(token.classes)}  "
+                      f"{for_terminal(scope)}  {token.state()}")  # fmt: skip
+    except NbchatError as err:
+        print(f"nbchat: {for_terminal(str(err))}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _store(args: argparse.Namespace) -> int:

@@ -26,7 +26,6 @@ from ..base._visible import escape_hidden
 from ..base.content import head_and_tail
 from ..base.errors import AgentRefused, InputError
 from ..base.markup import fence
-from ..context.run_code import MAX_CODE_CHARS
 from .gate import GATED, AgentCall, AgentGate, request_key
 from .tokens import AgentToken
 
@@ -35,6 +34,8 @@ NAME = "nbchat"
 CELL_CHARS = 4000  # of a cell's source, and of each output, returned by read_cells
 READ_CHARS = 60_000  # all cells of one read_cells call together
 MAX_CELLS = 50
+MAX_CODE = 12_000_000  # characters of code or cell source one call may carry
+MAX_BODY = 16 * 1024 * 1024  # bytes of one request to the endpoint
 MAX_WAIT = 20.0  # seconds call_status may hold a request
 POLL = 0.05
 DATA_NOTE = (
@@ -234,9 +235,8 @@ def _status(call: AgentCall) -> dict:
 def _code(text: object) -> str:
     if not isinstance(text, str) or not text.strip():
         raise InputError("the code (or cell source) is empty; send what should run or be inserted")
-    if len(text) > MAX_CODE_CHARS * 50:
-        raise InputError(f"the code has {len(text):,} characters; send at most "
-                         f"{MAX_CODE_CHARS * 50:,}")  # fmt: skip
+    if len(text) > MAX_CODE:
+        raise InputError(f"the code has {len(text):,} characters; send at most {MAX_CODE:,}")
     return text
 
 

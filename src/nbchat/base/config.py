@@ -62,6 +62,7 @@ ENV_MCP_ALLOW = "NBCHAT_MCP_ALLOW"  # patterns a server's command line or URL mu
 ENV_MCP_ADMIN_CONFIG = "NBCHAT_MCP_ADMIN_CONFIG"  # the administrator's mcp.json, if not the default
 ENV_INSTRUCTIONS = "NBCHAT_INSTRUCTIONS"  # "auto": AGENTS.md / .nbchat.md join the system prompt
 ENV_AGENT_TOKENS = "NBCHAT_AGENT_TOKENS"  # the folder of outside agents' token files
+ENV_AGENT_TOKEN = "NBCHAT_AGENT_TOKEN"  # the token `python -m nbchat mcp` sends for its agent
 ENV_JUPYTER_RUNTIME_DIR = "JUPYTER_RUNTIME_DIR"  # Jupyter's own; nbchat only names it
 LOCAL_MODEL_OFF = ("off", "0", "no", "false")
 STORE_URL_SCHEMES = ("postgresql://", "postgres://")

@@ -296,6 +296,6 @@ def complete_outside(store: Store, call: PendingCall, output: str | None) -> Tur
     if output is not None:
         set_tool_output(store, call, output)
     turn = store.get(call.thread_id).turns[call.turn]
-    answer = turn.answered[0].shown if turn.answered else ""
+    answer = f"The person answered: {turn.answered[0].shown}." if turn.answered else ""
     return store.update_turn(call.thread_id, call.turn, status="complete", answer=answer,
                              finished=time.time())  # fmt: skip

@@ -26,6 +26,7 @@ import asyncio
 import hmac
 import ipaddress
 import json
+import logging
 import os
 from typing import Any
 
@@ -231,9 +232,13 @@ class McpEndpoint:
         if self._app is None:
             from mcp.server.transport_security import TransportSecuritySettings
 
+            for name in ("mcp.server.streamable_http", "mcp.server.streamable_http_manager"):
+                logging.getLogger(name).setLevel(logging.WARNING)  # a line per request else
+
             server = agent_server.build(ServerNotebooks(self.serverapp), self.gate)
             self._app = server.streamable_http_app(
                 streamable_http_path="/mcp", stateless_http=True, json_response=True,
+                max_request_body_size=agent_server.MAX_BODY,
                 # Host and Origin are checked before the app, with the administrator's names.
                 transport_security=TransportSecuritySettings(
                     enable_dns_rebinding_protection=False),
@@ -285,7 +290,13 @@ class McpHandler(web.RequestHandler):
             self.set_header("Content-Type", "application/json")
             self.finish(json.dumps({"error": str(error)}))
             return
-        app = await self.endpoint.app()
+        try:
+            app = await self.endpoint.app()
+        except ImportError:
+            self.set_status(503)
+            self.finish(json.dumps({"error": "nbchat's agent endpoint needs the mcp package: "
+                                             "pip install 'nbchat[mcp]' and restart Jupyter"}))
+            return
         caller = agent_server.CALLER.set(token)
         try:
             await app(self._scope(), self._receive, self._send)

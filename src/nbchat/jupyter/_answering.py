@@ -32,10 +32,18 @@ class ToolAnswer:
 def tool_answer(chat: Chat, thread: int | None, text: str) -> ToolAnswer:
     """Place ``text`` (``VALUE`` or ``CALL VALUE``) among the calls waiting in ``thread``.
 
+    ``CALL`` is a call's id, or an outside agent's call handle (``3.0``).
+
     ``text`` is not empty. Without a thread: the one thread where calls wait;
     more than one is an error.
     """
     calls = chat.pending_calls(thread)
+    first, _, rest = text.partition(" ")
+    handles = {f"{c.thread_id}.{c.turn}": c for c in calls if c.tool.startswith("agent_")}
+    if rest.strip() and first in handles:  # an outside agent's call, by its handle
+        call = handles[first]
+        return ToolAnswer(thread_id=call.thread_id, call_id=call.call_id,
+                          value=_unquote_value(rest.strip()), runs_notebook_tool=False)
     if thread is None:
         threads = sorted({call.thread_id for call in calls})
         if len(threads) > 1:
@@ -44,7 +52,6 @@ def tool_answer(chat: Chat, thread: int | None, text: str) -> ToolAnswer:
         thread = threads[0] if threads else None
     if thread is None:
         raise UsageError("no client-tool call is waiting for an answer")
-    first, _, rest = text.partition(" ")
     call_id = first if rest.strip() and first in {c.call_id for c in calls} else None
     value = _unquote_value(rest.strip() if call_id else text)
     answered = [c for c in calls if c.thread_id == thread and call_id in (None, c.call_id)]
