@@ -19,11 +19,12 @@ from typing import Any
 
 from IPython import get_ipython
 
+from ..base.errors import NbchatError
 from ..engine._usage import parse_prices
 from ..engine.chat import Chat
 from .panel import ChatPanel
 
-__all__ = ["side_area_unavailable", "side_panel"]
+__all__ = ["open_from_lab", "side_area_unavailable", "side_panel"]
 
 TITLE = "Chat"
 
@@ -35,6 +36,8 @@ class _Side:
 
 
 _SIDE: _Side | None = None
+# The notebook JupyterLab's extension last opened the panel for (its path).
+_NOTEBOOK: str | None = None
 
 
 def side_area_unavailable() -> str | None:
@@ -73,7 +76,7 @@ def side_panel(chat: Chat | None = None, **kwargs: Any) -> ChatPanel:
             side.panel.close()
     if panel is None:
         panel = ChatPanel(chat, area="side", **kwargs)
-    car = Sidecar(title=TITLE, anchor="right")
+    car = Sidecar(title=_title(), anchor="right")
     # The panel's view straight into the sidecar's outputs: display() would
     # give the one-line note a side panel shows in cells.
     car.outputs = (_view(panel),)
@@ -111,3 +114,42 @@ def _view(widget: Any) -> dict[str, Any]:
         },
         "metadata": {},
     }
+
+
+def open_from_lab(path: str = "") -> None:
+    """Open (or bring back) the kernel's side panel for JupyterLab's nbchat extension.
+
+    What its sidebar icon, launcher tile, command and shortcut run, silently, in
+    the notebook's kernel: the panel of :func:`side_panel`, with the settings of
+    ``%chat`` if it is loaded. ``path`` is the notebook's, for the panel's title.
+    Prints nothing; where the panel cannot open, raises an error whose message
+    JupyterLab shows in a notification.
+    """
+    global _NOTEBOOK
+    if path:
+        _NOTEBOOK = path
+    reason = side_area_unavailable()
+    if reason is not None:
+        raise NbchatError(f"the chat panel cannot open: {reason}")
+    magics = _chat_magics()
+    if magics is None:
+        side_panel()
+        return
+    panel = side_panel(magics.chat, prices=dict(magics.prices) or None)
+    magics._panels.add(panel)  # as %chat --panel: it follows the magics' prices
+
+
+def _chat_magics() -> Any:
+    """The kernel's loaded ``%chat`` magics, or None (never loads them)."""
+    module = sys.modules.get(f"{__package__}.magics")
+    registry = getattr(getattr(get_ipython(), "magics_manager", None), "registry", {})
+    if module is None:
+        return None
+    return next((m for m in registry.values() if isinstance(m, module.ChatMagics)), None)
+
+
+def _title() -> str:
+    """The side area tab's title: "Chat", and the notebook's name when it is known."""
+    path = _NOTEBOOK or os.environ.get("JPY_SESSION_NAME", "")
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return f"{TITLE} · {name}" if name else TITLE

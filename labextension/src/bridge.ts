@@ -1,0 +1,219 @@
+/**
+ * The comm target `nbchat.notebook`: the kernel asks to change its own notebook.
+ *
+ * The kernel opens a comm with `{path}` (its JPY_SESSION_NAME, maybe empty). The
+ * page that has a notebook panel on that kernel (the one at `path` when given)
+ * answers `{op: "hello", path, client}`; later requests `{id, op, ...}` get
+ * `{id, ok, error?, ...}` on the same comm. Only the page the kernel heard from
+ * first acts on a request: the kernel addresses it to that `client`.
+ *
+ * Text from the kernel goes into the notebook's model only (a cell's source,
+ * its metadata); nothing here puts it into the page as markup.
+ */
+import { Cell, ICodeCellModel } from '@jupyterlab/cells';
+import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+import { Kernel, KernelMessage } from '@jupyterlab/services';
+import { UUID } from '@lumino/coreutils';
+
+export const TARGET = 'nbchat.notebook';
+
+/** This page, as the kernel tells pages apart. */
+const CLIENT = UUID.uuid4();
+
+type Json = KernelMessage.ICommMsgMsg['content']['data'];
+type Request = { [key: string]: unknown };
+type Result = { [key: string]: unknown };
+
+class RequestError extends Error {}
+
+const OPS = ['insert', 'edit', 'execute'];
+
+/** Register the target on every kernel connection of notebooks (and consoles, which may be the one handling comms). */
+export class CommTargets {
+  private readonly seen = new WeakSet<Kernel.IKernelConnection>();
+
+  constructor(
+    private readonly tracker: INotebookTracker,
+    private readonly localPath: (path: string) => string
+  ) {}
+
+  /** Register on `kernel` now, and on every kernel the session changes to. */
+  watch(session: {
+    session: { kernel: Kernel.IKernelConnection | null } | null;
+    kernelChanged: { connect: (fn: (sender: unknown, args: { newValue: Kernel.IKernelConnection | null }) => void) => unknown };
+  }): void {
+    session.kernelChanged.connect((_, args) => this.register(args.newValue));
+    this.register(session.session?.kernel ?? null);
+  }
+
+  private register(kernel: Kernel.IKernelConnection | null): void {
+    if (!kernel || this.seen.has(kernel)) {
+      return;
+    }
+    this.seen.add(kernel);
+    kernel.registerCommTarget(TARGET, (comm, msg) => this.open(kernel, comm, msg));
+  }
+
+  private open(kernel: Kernel.IKernelConnection, comm: Kernel.IComm, msg: KernelMessage.ICommOpenMsg): void {
+    const data = (msg.content.data ?? {}) as Request;
+    const path = typeof data.path === 'string' ? data.path : '';
+    const panel = this.find(kernel.id, path);
+    if (!panel) {
+      return; // another page, or no notebook here on that kernel: stay silent
+    }
+    const bridge = new Bridge(panel, comm);
+    comm.onMsg = message => bridge.handle(message.content.data as Request);
+    comm.send({ op: 'hello', path: panel.context.path, client: CLIENT });
+  }
+
+  /** The notebook on kernel `id`: the one at `path` if given, else the only (or first) one. */
+  private find(id: string, path: string): NotebookPanel | undefined {
+    const panels = this.tracker.filter(p => p.sessionContext.session?.kernel?.id === id);
+    if (path) {
+      const named = panels.find(p => samePath(this.localPath(p.context.path), path));
+      if (named) {
+        return named;
+      }
+      // Renamed since the kernel started (JPY_SESSION_NAME keeps the old name).
+      return panels.length === 1 ? panels[0] : undefined;
+    }
+    return panels[0];
+  }
+}
+
+/** `kernelPath` is absolute (the server's root joined with the notebook's path) or relative. */
+function samePath(notebookPath: string, kernelPath: string): boolean {
+  const relative = notebookPath.replace(/^\/+/, '');
+  return kernelPath === relative || kernelPath.endsWith('/' + relative);
+}
+
+/** One kernel's requests for one notebook. */
+class Bridge {
+  constructor(
+    private readonly panel: NotebookPanel,
+    private readonly comm: Kernel.IComm
+  ) {}
+
+  async handle(data: Request): Promise<void> {
+    if (!data || typeof data !== 'object' || (data.client !== undefined && data.client !== CLIENT)) {
+      return; // addressed to another page
+    }
+    const id = typeof data.id === 'string' ? data.id : null;
+    let reply: Result;
+    try {
+      if (id === null) {
+        throw new RequestError('a request needs a string id');
+      }
+      reply = { id, ok: true, ...(await this.run(data)) };
+    } catch (error) {
+      const text = error instanceof RequestError ? error.message : `${error}`;
+      reply = { id, ok: false, error: text };
+    }
+    if (!this.comm.isDisposed) {
+      this.comm.send(reply as Json);
+    }
+  }
+
+  private run(data: Request): Promise<Result> | Result {
+    if (this.panel.isDisposed || !this.panel.content.model) {
+      throw new RequestError(`the notebook ${this.panel.context.path} is closed`);
+    }
+    switch (data.op) {
+      case 'insert':
+        return this.insert(data);
+      case 'edit':
+        return this.edit(data);
+      case 'execute':
+        return this.execute(data);
+      default:
+        throw new RequestError(`unknown op ${JSON.stringify(data.op)}; the ops are ${OPS.join(', ')}`);
+    }
+  }
+
+  private insert(data: Request): Result {
+    const model = this.panel.content.model!;
+    const count = model.cells.length;
+    const index = data.index ?? count;
+    if (typeof index !== 'number' || !Number.isInteger(index) || index < 0 || index > count) {
+      throw new RequestError(`index ${JSON.stringify(index)} is not a cell position from 0 to ${count}`);
+    }
+    const kind = data.cell_type ?? 'code';
+    if (kind !== 'code' && kind !== 'markdown') {
+      throw new RequestError(`cell_type ${JSON.stringify(kind)} is not code or markdown`);
+    }
+    const source = text(data.source ?? '', 'source');
+    const metadata = metadataOf(data.metadata);
+    const cell = model.sharedModel.insertCell(index, { cell_type: kind, source, metadata });
+    return { cell_id: cell.id, index };
+  }
+
+  private edit(data: Request): Result {
+    const cell = this.cellModel(data.cell_id);
+    const metadata = metadataOf(data.metadata);
+    if (data.source !== undefined) {
+      cell.sharedModel.setSource(text(data.source, 'source'));
+    }
+    for (const [key, value] of Object.entries(metadata)) {
+      cell.setMetadata(key, value);
+    }
+    return { cell_id: cell.id };
+  }
+
+  private async execute(data: Request): Promise<Result> {
+    const model = this.cellModel(data.cell_id);
+    const notebook = this.panel.content;
+    const cell = notebook.widgets.find((w: Cell) => w.model.id === model.id);
+    if (!cell) {
+      throw new RequestError(`cell ${JSON.stringify(model.id)} is not shown in ${this.panel.context.path}`);
+    }
+    const ran = await NotebookActions.runCells(notebook, [cell], this.panel.sessionContext);
+    if (model.type !== 'code') {
+      return { cell_id: model.id, execution_count: null, outputs: [], status: 'ok' };
+    }
+    const code = model as ICodeCellModel;
+    const outputs = code.outputs.toJSON();
+    if (!ran && !outputs.some(output => output.output_type === 'error')) {
+      // Not run at all: no kernel, a kernel still starting, a pending input().
+      throw new RequestError(`cell ${JSON.stringify(model.id)} did not run: the kernel of ${this.panel.context.path} is not ready`);
+    }
+    return {
+      cell_id: model.id,
+      execution_count: code.executionCount,
+      outputs,
+      status: ran ? 'ok' : 'error'
+    };
+  }
+
+  private cellModel(id: unknown) {
+    if (typeof id !== 'string') {
+      throw new RequestError('cell_id must be a string');
+    }
+    for (const cell of this.panel.content.model!.cells) {
+      if (cell.id === id) {
+        return cell;
+      }
+    }
+    throw new RequestError(`no cell with id ${JSON.stringify(id)} in ${this.panel.context.path}`);
+  }
+}
+
+function text(value: unknown, name: string): string {
+  if (typeof value !== 'string') {
+    throw new RequestError(`${name} must be a string`);
+  }
+  return value;
+}
+
+/** A plain JSON object; `trusted` stays the person's to set (it decides how outputs render). */
+function metadataOf(value: unknown): { [key: string]: any } {
+  if (value === undefined || value === null) {
+    return {};
+  }
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    throw new RequestError('metadata must be an object');
+  }
+  if ('trusted' in value) {
+    throw new RequestError("metadata may not set 'trusted'");
+  }
+  return value as { [key: string]: any };
+}
