@@ -26,8 +26,14 @@ USER = "agent-tester"
 
 
 @contextmanager
-def agent_server(base: Path, env: Mapping[str, str] | None = None) -> Iterator[JupyterLab]:
-    """A Jupyter server with nbchat, its store and token folder under ``base``."""
+def agent_server(
+    base: Path, env: Mapping[str, str] | None = None, name: str = "lab"
+) -> Iterator[JupyterLab]:
+    """A Jupyter server with nbchat, its store and token folder under ``base``.
+
+    Another ``name`` is another server (its own Jupyter dirs) on the same store,
+    tokens and notebooks: a restarted server.
+    """
     extra = {
         "NBCHAT_STORE": str(base / "store"),
         "NBCHAT_USER": USER,
@@ -35,7 +41,7 @@ def agent_server(base: Path, env: Mapping[str, str] | None = None) -> Iterator[J
         "NBCHAT_BASE_URL": "demo",
         **(env or {}),
     }
-    with start_jupyterlab(base / "lab", env=extra) as lab:
+    with start_jupyterlab(base / name, env=extra, root=base / "root") as lab:
         yield lab
 
 
@@ -116,3 +122,37 @@ def result_data(result: Any) -> Any:
         return json.loads(text)
     except ValueError:
         return text
+
+
+def kernel_client(lab: JupyterLab, session: Mapping[str, Any]) -> Any:
+    """A jupyter_client client on the session's kernel, as a second front end."""
+    from jupyter_client import BlockingKernelClient
+
+    runtime = Path(lab.log_path).parent / "runtime"
+    client = BlockingKernelClient(
+        connection_file=str(runtime / f"kernel-{session['kernel']['id']}.json")
+    )
+    client.load_connection_file()
+    client.start_channels()
+    client.wait_for_ready(60)
+    return client
+
+
+def run_cell(client: Any, code: str, timeout: float = 60) -> str:
+    """Run ``code`` in the kernel; its printed and shown text, updates of displays too
+    (errors as ``ERROR name: value``)."""
+    msg_id = client.execute(code)
+    out: list[str] = []
+    while True:
+        message = client.get_iopub_msg(timeout=timeout)
+        if message["parent_header"].get("msg_id") != msg_id:
+            continue
+        kind, content = message["msg_type"], message["content"]
+        if kind == "stream":
+            out.append(content["text"])
+        elif kind in ("display_data", "execute_result", "update_display_data"):
+            out.append(content["data"].get("text/plain", "") + "\n")
+        elif kind == "error":
+            out.append(f"ERROR {content['ename']}: {content['evalue']}\n")
+        elif kind == "status" and content["execution_state"] == "idle":
+            return "".join(out)

@@ -13,6 +13,7 @@ from typing import Any
 
 from . import _moved
 from .base.errors import (
+    AgentRefused,
     AlreadyAnswered,
     AuthenticationError,
     ConfigError,
@@ -64,6 +65,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "LLM",
+    "AgentRefused",
     "AlreadyAnswered",
     "Answer",
     "AnswerText",

@@ -184,6 +184,7 @@ def start_jupyterlab(
     env: Mapping[str, str] | None = None,
     timeout: float = 60,
     server_config: Mapping[str, object] | None = None,
+    root: Path | None = None,
 ) -> Iterator[JupyterLab]:
     """Run an isolated `jupyter-lab` under `base_dir` until the block exits.
 
@@ -199,9 +200,12 @@ def start_jupyterlab(
     server_config
         Written as the server's user `jupyter_server_config.json` (it wins over
         the environment's, which the package installs).
+    root
+        The notebooks' folder, if not `base_dir/root` (a restarted server serves
+        the same one).
     """
-    root_dir = base_dir / "root"
-    root_dir.mkdir(parents=True)
+    root_dir = base_dir / "root" if root is None else root
+    root_dir.mkdir(parents=True, exist_ok=root is not None)
     full_env = server_env(base_dir, env)
     _write_lab_settings(Path(full_env["JUPYTER_CONFIG_DIR"]))
     if server_config is not None:

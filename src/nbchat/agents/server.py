@@ -13,6 +13,7 @@ token is the :data:`CALLER` of the request, set by the HTTP endpoint.
 # No `from __future__ import annotations`: the SDK reads the tools' hints at definition.
 import ast
 import asyncio
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from ..base._delimiters import block
 from ..base._secrets import cut_scrubbed, scrub
 from ..base._visible import escape_hidden
 from ..base.content import head_and_tail
-from ..base.errors import AgentRefused, InputError
+from ..base.errors import AgentRefused, InputError, NbchatError
 from ..base.markup import fence
 from .gate import GATED, AgentCall, AgentGate, request_key
 from .tokens import AgentToken
@@ -77,9 +78,25 @@ class Notebooks(Protocol):
 def build(notebooks: Notebooks, gate: Callable[[], AgentGate]) -> Any:
     """The MCP server with nbchat's tools; ``gate()`` gives the person's gate."""
     from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import ToolAnnotations
 
     server: Any = MCPServer(NAME, instructions=INSTRUCTIONS)
+
+    def tool(annotations: Any) -> Callable[[Any], Any]:
+        """Register a tool whose refusals reach the agent as its own words (``isError``)."""
+        def register(function: Any) -> Any:
+            @functools.wraps(function)
+            async def refusing(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return await function(*args, **kwargs)
+                except NbchatError as error:
+                    raise ToolError(str(error)) from None
+
+            return server.tool(annotations=annotations)(refusing)
+
+        return register
+
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     adds = ToolAnnotations(read_only_hint=False, destructive_hint=False,
                            idempotent_hint=False, open_world_hint=False)  # fmt: skip
@@ -118,7 +135,7 @@ def build(notebooks: Notebooks, gate: Callable[[], AgentGate]) -> Any:
         await wake(path)
         return call.to_dict()
 
-    @server.tool(annotations=reads)
+    @tool(reads)
     async def list_notebooks() -> dict:
         """The notebooks open with a running kernel that this token may use."""
         token = caller()
@@ -127,7 +144,7 @@ def build(notebooks: Notebooks, gate: Callable[[], AgentGate]) -> Any:
         return {"notebooks": [{"path": s.path, "kernel": s.kernel_name, "language": s.language,
                                "state": s.state} for s in found]}  # fmt: skip
 
-    @server.tool(annotations=reads)
+    @tool(reads)
     async def read_cells(path: str, start: int = 0, count: int = 20) -> str:
         """The notebook's cells as last saved, with ids, sources and outputs (bounded).
 
@@ -148,13 +165,13 @@ def build(notebooks: Notebooks, gate: Callable[[], AgentGate]) -> Any:
             else ""  # fmt: skip
         return f"{DATA_NOTE}\n{len(cells)} cells in {path}.\n{text}{tail}"
 
-    @server.tool(annotations=reads)
+    @tool(reads)
     async def list_variables(path: str) -> str:
         """The variables of the notebook's kernel: name, type and size, no values."""
         await session_of(path, "read")
         return await _in_kernel(notebooks, path, "variables_text()")
 
-    @server.tool(annotations=reads)
+    @tool(reads)
     async def describe_variable(path: str, name: str) -> str:
         """A bounded description of one variable, as nbchat's @name mentions give the model.
 
@@ -166,7 +183,7 @@ def build(notebooks: Notebooks, gate: Callable[[], AgentGate]) -> Any:
             raise InputError(f"{name[:40]!r} is not a variable name; list_variables shows them")
         return await _in_kernel(notebooks, path, f"describe_text({name!r})")
 
-    @server.tool(annotations=changes)
+    @tool(changes)
     async def run_code(path: str, code: str, why: str, ctx: Context) -> dict:
         """Run Python code in the notebook's kernel once the person says yes.
 
@@ -175,7 +192,7 @@ def build(notebooks: Notebooks, gate: Callable[[], AgentGate]) -> Any:
         """
         return await gated(ctx, "run_code", path, {"code": _code(code)}, why)
 
-    @server.tool(annotations=adds)
+    @tool(adds)
     async def insert_cell(path: str, source: str, why: str, ctx: Context,
                           index: int | None = None, cell_type: str = "code") -> dict:  # fmt: skip
         """Insert a cell (not run) at ``index`` (None: at the end), once the person says yes."""
@@ -184,7 +201,7 @@ def build(notebooks: Notebooks, gate: Callable[[], AgentGate]) -> Any:
         arguments = {"code": _code(source), "index": index, "cell_type": cell_type}
         return await gated(ctx, "insert_cell", path, arguments, why)
 
-    @server.tool(annotations=changes)
+    @tool(changes)
     async def edit_cell(path: str, cell_id: str, source: str, why: str, ctx: Context) -> dict:
         """Replace a cell's source (by the id read_cells gives), once the person says yes."""
         old = await _cell_source(notebooks, path, cell_id)
@@ -192,13 +209,13 @@ def build(notebooks: Notebooks, gate: Callable[[], AgentGate]) -> Any:
         shown = "The cell now holds:\n\n" + fence(escape_hidden(old), "python")
         return await gated(ctx, "edit_cell", path, arguments, why, shown)
 
-    @server.tool(annotations=changes)
+    @tool(changes)
     async def execute_cell(path: str, cell_id: str, why: str, ctx: Context) -> dict:
         """Run a cell of the notebook, as saved, once the person says yes."""
         source = await _cell_source(notebooks, path, cell_id)
         return await gated(ctx, "execute_cell", path, {"code": source, "cell_id": cell_id}, why)
 
-    @server.tool(annotations=reads)
+    @tool(reads)
     async def call_status(handle: str, wait_seconds: float = 0) -> dict:
         """The state of a call that waits for the person: waiting, running, done, rejected
         or failed, with the person's answer and the result. Waits up to ``wait_seconds``

@@ -12,6 +12,7 @@ only the order of the steps.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from typing import Any
 
@@ -23,6 +24,7 @@ from ..base.errors import (
     StoreCorrupt,
 )
 from ..base.events import Event, RanCode, ToolResult, TurnFinished
+from ..base.markup import fence
 from ..base.messages import Message
 from ..base.records import AnsweredCall, PendingCall
 from ..store.base import Store, Thread, Turn
@@ -296,6 +298,28 @@ def complete_outside(store: Store, call: PendingCall, output: str | None) -> Tur
     if output is not None:
         set_tool_output(store, call, output)
     turn = store.get(call.thread_id).turns[call.turn]
-    answer = f"The person answered: {turn.answered[0].shown}." if turn.answered else ""
+    result = next((str(m.get("content") or "") for m in turn.messages
+                   if m.get("tool_call_id") == call.call_id), "")  # fmt: skip
+    said = turn.answered[0].shown if turn.answered else ""
+    answer = f"The person answered: {said}." if said else ""
+    code = _called_code(turn, call.call_id)
+    if code and not said.startswith(("reject", "run the edited")):  # an edit's result shows it
+        answer += f"\n\nWhat they approved:\n\n{fence(code, 'python')}"
+    if result:  # the audit: what came of it, as the agent reads it
+        answer += f"\n\n{fence(result, 'text')}"
+    messages = [*turn.messages, Message("assistant", answer).to_dict()]
     return store.update_turn(call.thread_id, call.turn, status="complete", answer=answer,
-                             finished=time.time())  # fmt: skip
+                             messages=messages, finished=time.time())  # fmt: skip
+
+
+def _called_code(turn: Turn, call_id: str) -> str:
+    """The ``code`` argument of the call ``call_id`` as the turn's messages keep it."""
+    for message in turn.messages:
+        for call in message.get("tool_calls") or ():
+            if call.get("id") == call_id:
+                try:
+                    arguments = json.loads(call.get("function", {}).get("arguments") or "{}")
+                except ValueError:
+                    return ""
+                return str(arguments.get("code", "")) if isinstance(arguments, dict) else ""
+    return ""
