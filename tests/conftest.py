@@ -26,6 +26,7 @@ def _isolated_environment(
             monkeypatch.delenv(var)
     monkeypatch.setenv("NBCHAT_STORE", str(tmp_path_factory.mktemp("store")))
     monkeypatch.setenv("NBCHAT_USER", "tester")
+    monkeypatch.setenv("NBCHAT_AGENT_TOKENS", str(tmp_path_factory.mktemp("agent-tokens")))
     # MCP servers come from mcp.json files only: none of the machine's, unless a test writes one.
     config = tmp_path_factory.mktemp("jupyter-config")
     monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(config))
