@@ -287,8 +287,9 @@ def finish_outside(
     :data:`ACTING_OUTPUT` as its output: the turn stays open until
     :func:`complete_outside` gets the result.
     """
-    if result.output == ACTING_OUTPUT:
-        return [result]
+    if result.output == ACTING_OUTPUT:  # the store's turn stays open for the front end's reply
+        sent = "Sent to the notebook's front end; its reply ends the call."
+        return [result, TurnFinished(thread.id, call.turn, sent, "complete", thread.model)]
     turn = complete_outside(store, call, None)
     return [result, TurnFinished(thread.id, call.turn, turn.answer, "complete", thread.model)]
 

@@ -1,0 +1,252 @@
+"""Agent tokens, the endpoint's checks and the gate, without a Jupyter server.
+
+The gate's calls are answered through ``Chat(answering=...)`` exactly as the
+notebook's kernel answers them, with a runner that records what ran; races
+between answers and between minting processes use real processes.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import stat
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from nbchat import Chat
+from nbchat.agents import AgentGate, TokenStore
+from nbchat.agents.gate import request_key
+from nbchat.agents.tools import answering_tools
+from nbchat.base.errors import AgentRefused, AlreadyAnswered, InputError, StoreCorrupt
+from nbchat.context.run_code import CodeDecision
+
+RAN: list[str] = []
+
+
+def runner(code: str) -> str:
+    RAN.append(code)
+    return f"stdout:\nran {code!r}"
+
+
+def applied(op: str, arguments: dict[str, Any], decision: CodeDecision) -> None:
+    RAN.append(f"{op}:{decision.code}")
+
+
+@pytest.fixture
+def tokens(tmp_path: Path) -> TokenStore:
+    return TokenStore("ana", tmp_path / "tokens")
+
+
+@pytest.fixture
+def chat(tmp_path: Path) -> Chat:
+    RAN.clear()
+    return Chat(store=tmp_path / "store", user="ana", base_url="http://127.0.0.1:9/v1",
+                answering=answering_tools(runner, applied))  # fmt: skip
+
+
+def ask(chat: Chat, token: Any, code: str = "x = 1", request_id: object = 1) -> Any:
+    key = request_key(token, "run_code", {"code": code}, request_id)
+    return AgentGate(chat.store).request(token, "run_code", {"code": code}, notebook="nb.ipynb",
+                                         key=key, why="because")  # fmt: skip
+
+
+# -- tokens ----------------------------------------------------------------------------
+def test_a_token_is_shown_once_and_kept_only_as_a_hash(tokens: TokenStore) -> None:
+    minted = tokens.mint("claude", paths=["analysis/"], classes=["read", "execute"], days=2)
+    assert minted.secret.startswith("nbchat_agent_") and minted.secret not in repr(minted)
+    on_disk = tokens.path.read_text()
+    assert minted.secret not in on_disk and minted.secret.split("_")[-1] not in on_disk
+    assert stat.S_IMODE(os.stat(tokens.path).st_mode) == 0o600
+    token = tokens.verify(minted.secret)
+    assert (token.label, token.paths, token.classes) == ("claude", ("analysis",),
+                                                         ("read", "execute"))  # fmt: skip
+    assert token.may_touch("analysis/q1.ipynb") and not token.may_touch("analysis2/x.ipynb")
+    with pytest.raises(AgentRefused, match="leaves the server's root"):
+        token.may_touch("analysis/../secret.ipynb")
+    with pytest.raises(AgentRefused, match="may not use edit tools"):
+        token.check("analysis/q1.ipynb", "edit")
+
+
+@pytest.mark.parametrize("secret", [None, "", "Bearer x", "nbchat_agent_00000000_" + "a" * 43])
+def test_unknown_tokens_are_refused_with_401(tokens: TokenStore, secret: str | None) -> None:
+    tokens.mint("one")
+    with pytest.raises(AgentRefused) as refused:
+        tokens.verify(secret)
+    assert refused.value.status == 401
+
+
+def test_revoked_and_expired_tokens_are_refused(tokens: TokenStore) -> None:
+    revoked, brief = tokens.mint("gone"), tokens.mint("brief", days=0.00001)
+    tokens.revoke("gone")
+    time.sleep(1)
+    for minted, state in ((revoked, "revoked"), (brief, "expired")):
+        with pytest.raises(AgentRefused, match=state) as refused:
+            tokens.verify(minted.secret)
+        assert refused.value.status == 401 and minted.secret not in str(refused.value)
+    assert {t.label: t.state() for t in tokens.tokens()} == {"gone": "revoked", "brief": "expired"}
+
+
+def test_bad_mint_arguments_are_clear_errors(tokens: TokenStore) -> None:
+    for kwargs, words in (({"classes": ["write"]}, "tool classes"), ({"days": 0}, "days"),
+                          ({"days": 400}, "365")):  # fmt: skip
+        with pytest.raises(InputError, match=words):
+            tokens.mint("x", **kwargs)
+    with pytest.raises(InputError, match="label"):
+        tokens.mint("<script>")
+    assert not tokens.path.exists()
+
+
+def test_a_damaged_token_file_is_reported_and_left_as_it_is(tokens: TokenStore) -> None:
+    tokens.mint("one")
+    tokens.path.write_text('{"tokens": [{"id": 3}]}')
+    with pytest.raises(StoreCorrupt, match="not an nbchat token file"):
+        tokens.mint("two")
+    assert tokens.path.read_text() == '{"tokens": [{"id": 3}]}'
+
+
+def _mint_many(folder: str, who: int) -> None:
+    store = TokenStore("ana", folder)
+    for n in range(5):
+        store.mint(f"agent-{who}-{n}")
+
+
+def test_processes_minting_at_once_lose_nothing(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_mint_many, args=(str(tmp_path), who)) for who in range(6)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    labels = {token.label for token in TokenStore("ana", tmp_path).tokens()}
+    assert labels == {f"agent-{who}-{n}" for who in range(6) for n in range(5)}
+
+
+# -- the endpoint's checks -------------------------------------------------------------------
+def access(tokens: TokenStore, ip: str = "127.0.0.1", jupyter: str = "jupyter-secret") -> Any:
+    from nbchat.jupyter._agent_endpoint import AgentAccess
+
+    server = SimpleNamespace(ip=ip, identity_provider=SimpleNamespace(token=jupyter))
+    return AgentAccess(server, tokens)
+
+
+def test_the_endpoint_checks_the_switch_hosts_origins_and_tokens(
+    tokens: TokenStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = tokens.mint("one").secret
+    good = {"Host": "127.0.0.1:8888", "Authorization": f"Bearer {secret}"}
+    assert access(tokens).check(good, "").label == "one"
+    assert access(tokens).check({**good, "Host": "[::1]:8888"}, "").label == "one"
+    refusals = [
+        ({**good, "Host": "attacker.example:8888"}, "", 403),
+        ({**good, "Origin": "http://attacker.example"}, "", 403),
+        ({**good, "Authorization": "Bearer jupyter-secret"}, "", 403),
+        ({"Host": "localhost"}, f"token={secret}", 401),
+        ({"Host": "localhost"}, "", 401),
+    ]
+    for headers, query, status in refusals:
+        with pytest.raises(AgentRefused) as refused:
+            access(tokens).check(headers, query)
+        assert refused.value.status == status and "jupyter-secret" not in str(refused.value)
+    with pytest.raises(AgentRefused, match="beyond loopback"):
+        access(tokens, ip="0.0.0.0").check(good, "")
+    monkeypatch.setenv("NBCHAT_AGENT_HOSTS", "hub.example.org")
+    monkeypatch.setenv("NBCHAT_AGENT_ORIGINS", "https://hub.example.org")
+    hub = {**good, "Host": "hub.example.org", "Origin": "https://hub.example.org"}
+    assert access(tokens, ip="0.0.0.0").check(hub, "").label == "one"
+    monkeypatch.setenv("NBCHAT_AGENTS", "off")
+    with pytest.raises(AgentRefused, match="switched off"):
+        access(tokens).check(good, "")
+
+
+# -- the gate -----------------------------------------------------------------------------------
+def test_a_call_waits_and_the_same_request_finds_it(chat: Chat, tokens: TokenStore) -> None:
+    token = tokens.verify(tokens.mint("claude").secret)
+    first = ask(chat, token)
+    assert first.state == "waiting" and ask(chat, token).handle == first.handle
+    other = ask(chat, token, request_id=2)
+    assert other.handle != first.handle
+    assert [c.handle for c in AgentGate(chat.store).waiting(token)] == [first.handle,
+                                                                         other.handle]
+    someone = tokens.verify(tokens.mint("someone").secret)
+    with pytest.raises(AgentRefused, match="no call") as refused:
+        AgentGate(chat.store).status(someone, first.handle)
+    assert refused.value.status == 404
+    assert [info.title for info in chat.threads()] == ["Agent: someone", "Agent: claude"][1:]
+
+
+def test_the_persons_answer_runs_the_call_once(chat: Chat, tokens: TokenStore) -> None:
+    token = tokens.verify(tokens.mint("claude").secret)
+    call = ask(chat, token, "print(1)")
+    thread = int(call.handle.split(".")[0])
+    waiting = chat.pending_calls(thread)
+    assert [c.tool for c in waiting] == ["agent_run_code"]
+    assert waiting[0].prompt.extra["agent"] == "claude"
+    chat.answer_tool_call(thread, "run", call_id=waiting[0].call_id)
+    with pytest.raises(AlreadyAnswered):
+        chat.answer_tool_call(thread, "run", call_id=waiting[0].call_id)
+    done = AgentGate(chat.store).status(token, call.handle)
+    assert (done.state, done.answer, RAN) == ("done", "run", ["print(1)"])
+    assert "ran 'print(1)'" in done.result
+    shown = chat.store.get(thread).turns[0].answer
+    assert "print(1)" in shown and "answered: run" in shown
+    with pytest.raises(InputError, match="outside agent"):
+        chat.ask(thread, "What did it do?")
+
+
+def test_a_cell_change_ends_when_the_front_end_replies(chat: Chat, tokens: TokenStore) -> None:
+    token = tokens.verify(tokens.mint("codex").secret)
+    gate = AgentGate(chat.store)
+    key = request_key(token, "insert_cell", {"code": "1+1"}, 7)
+    call = gate.request(token, "insert_cell", {"code": "1+1", "index": None, "cell_type": "code"},
+                        notebook="nb.ipynb", key=key, why="add")  # fmt: skip
+    thread = int(call.handle.split(".")[0])
+    chat.answer_tool_call(thread, "edit: 2+2")
+    assert RAN == ["insert:2+2"]
+    assert gate.status(token, call.handle).state == "running"
+    gate.complete(call.handle, "The cell was inserted; its id is abc.")
+    gate.complete(call.handle, "a second reply is ignored")
+    done = gate.status(token, call.handle)
+    assert (done.state, done.result) == ("done", "The cell was inserted; its id is abc.")
+
+
+def _answer(store: str, thread: int, call_id: str, said: Any) -> None:
+    chat = Chat(store=store, user="ana", base_url="http://127.0.0.1:9/v1",
+                answering=answering_tools(_record_run, applied))  # fmt: skip
+    try:
+        chat.answer_tool_call(thread, "run", call_id=call_id)
+        said.put("won")
+    except AlreadyAnswered:
+        said.put("lost")
+
+
+def _record_run(code: str) -> str:
+    with open(os.environ["RUNS_FILE"], "a") as file:
+        file.write(code + "\n")
+    return "ran"
+
+
+def test_two_answers_racing_from_two_processes_run_it_once(
+    chat: Chat, tokens: TokenStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = tmp_path / "runs.txt"
+    monkeypatch.setenv("RUNS_FILE", str(runs))
+    token = tokens.verify(tokens.mint("claude").secret)
+    call = ask(chat, token, "launch()")
+    thread = int(call.handle.split(".")[0])
+    call_id = chat.pending_calls(thread)[0].call_id
+    context = multiprocessing.get_context("spawn")
+    said = context.Queue()
+    racers = [context.Process(target=_answer, args=(str(tmp_path / "store"), thread, call_id,
+                                                    said)) for _ in range(4)]  # fmt: skip
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(60)
+    assert sorted(said.get(timeout=5) for _ in racers) == ["lost", "lost", "lost", "won"]
+    assert runs.read_text() == "launch()\n"
+    assert json.dumps(AgentGate(chat.store).status(token, call.handle).state) == '"done"'
