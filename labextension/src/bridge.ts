@@ -62,7 +62,11 @@ export class CommTargets {
       return; // another page, or no notebook here on that kernel: stay silent
     }
     const bridge = new Bridge(panel, comm);
-    comm.onMsg = message => bridge.handle(message.content.data as Request);
+    // Not awaited: the connection handles its messages one after the other, and an
+    // execute waits for messages (the run's reply) that come after this one.
+    comm.onMsg = message => {
+      void bridge.handle(message.content.data as Request);
+    };
     comm.send({ op: 'hello', path: panel.context.path, client: CLIENT });
   }
 

@@ -288,3 +288,102 @@ def test_a_kernel_that_is_not_python_is_told_to_change(page: Page, lab: JupyterL
     expect(toast).to_contain_text("the chat needs a Python kernel, and echoes.ipynb runs Echo")
     expect(toast.get_by_role("button", name="Change kernel…")).to_be_visible()
     assert sidecars(page) == []
+
+
+# -- the kernel changes its notebook ------------------------------------------------
+
+BRIDGE_CELLS = [
+    # 0: a request before the page has answered waits for its hello
+    "import json\n"
+    "from nbchat.jupyter._lab_bridge import NotebookBridge\n"
+    "bridge = NotebookBridge.for_kernel()\n"
+    "replies = {}\n"
+    "def keep(name):\n"
+    "    return lambda reply: replies.__setitem__(name, reply)\n"
+    "bridge.request({'op': 'insert', 'index': None, 'cell_type': 'code',\n"
+    "                'source': 'print(6 * 7)', 'metadata': {'tags': ['from-agent']}},\n"
+    "               keep('insert'))\n"
+    "print('attached:', bridge.is_attached)",
+    # 1
+    "print(json.dumps({'attached': bridge.is_attached, 'path': bridge.path, **replies}))",
+    # 2
+    "cell_id = replies['insert']['cell_id']\n"
+    "bridge.request({'op': 'edit', 'cell_id': cell_id, 'source': \"print(6 * 7, 'edited')\",\n"
+    "                'metadata': {'nbchat': {'by': 'agent'}}}, keep('edit'))",
+    # 3
+    "bridge.request({'op': 'execute', 'cell_id': cell_id}, keep('execute'))",
+    # 4
+    "bridge.request({'op': 'execute', 'cell_id': 'no-such-cell'}, keep('missing'))\n"
+    "bridge.request({'op': 'frobnicate'}, keep('unknown'))\n"
+    "bridge.request({'op': 'insert', 'index': 1, 'cell_type': 'markdown',\n"
+    "                'source': '<img src=x onerror=\"window.nbchatPwned = 1\"> **bold**'},\n"
+    "               keep('markdown'))",
+    # 5
+    "print(json.dumps(replies))",
+    # 6: never run (Shift+Enter on the last cell would add one)
+    "# the end",
+]
+
+
+def replies_of(nb: NotebookPage, index: int) -> dict:
+    return json.loads(nb.output(index).inner_text())
+
+
+def test_the_kernel_inserts_edits_and_runs_cells_of_its_notebook(page: Page, lab: JupyterLab):
+    nb = open_notebook(page, lab, BRIDGE_CELLS, name="bridged")
+    nb.run_cell(0)
+    nb.wait_for_text(0, "attached: False")
+    # The hello came once the cell returned, and the queued insert with it: a new last cell.
+    expect(nb.cells).to_have_count(8)
+    inserted = nb.cell(7)
+    expect(inserted.locator(".jp-InputArea-editor")).to_have_text("print(6 * 7)")
+    assert nb.execution_count(7) is None  # inserted, not run
+
+    nb.run_cell(1)
+    first = replies_of(nb, 1)
+    cell_id = first["insert"]["cell_id"]
+    assert first == {
+        "attached": True, "path": "bridged.ipynb",
+        "insert": {"id": first["insert"]["id"], "ok": True, "cell_id": cell_id, "index": 7},
+    }
+    cell = page.evaluate(_JS_CELL, [nb.path, cell_id])
+    assert (cell["cell_type"], cell["source"], cell["metadata"]) == (
+        "code", "print(6 * 7)", {"tags": ["from-agent"]})
+
+    nb.run_cell(2)
+    expect(inserted.locator(".jp-InputArea-editor")).to_have_text("print(6 * 7, 'edited')")
+    cell = page.evaluate(_JS_CELL, [nb.path, cell_id])
+    assert cell["metadata"] == {"tags": ["from-agent"], "nbchat": {"by": "agent"}}
+
+    # Run as the person would: the output and the count show in the notebook.
+    nb.run_cell(3)
+    nb.wait_for_text(7, "42 edited")
+    wait_until(lambda: nb.is_kernel_idle(), "the kernel idle", page)
+    count = nb.execution_count(7)
+    assert count == 5  # after cells 0 to 3
+
+    nb.run_cell(4)
+    expect(nb.cells).to_have_count(9)  # the markdown cell, at index 1
+    nb.run_cell(6)  # cell 5, one lower now
+    replies = replies_of(nb, 6)
+    assert replies["edit"] == {"id": replies["edit"]["id"], "ok": True, "cell_id": cell_id}
+    assert replies["execute"] == {
+        "id": replies["execute"]["id"], "ok": True, "cell_id": cell_id,
+        "execution_count": count, "status": "ok",
+        "outputs": [{"output_type": "stream", "name": "stdout", "text": "42 edited\n"}],
+    }
+    assert replies["missing"] == {"id": replies["missing"]["id"], "ok": False,
+                                  "error": 'no cell with id "no-such-cell" in bridged.ipynb'}
+    assert replies["unknown"] == {
+        "id": replies["unknown"]["id"], "ok": False,
+        "error": 'unknown op "frobnicate"; the ops are insert, edit, execute'}
+
+    # Text from the kernel is a cell's source: no markup of it runs.
+    markdown = page.evaluate(_JS_CELL, [nb.path, replies["markdown"]["cell_id"]])
+    assert markdown["source"] == '<img src=x onerror="window.nbchatPwned = 1"> **bold**'
+    rendered = nb.cell(1).locator(".jp-RenderedMarkdown")
+    expect(rendered.locator("strong")).to_have_text("bold")  # JupyterLab's own sanitizer
+    assert rendered.locator("img[onerror]").count() == 0
+    page.wait_for_timeout(500)
+    assert page.evaluate("() => window.nbchatPwned") is None
+    nb.screenshot("bridge")

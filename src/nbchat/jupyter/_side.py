@@ -126,11 +126,11 @@ def open_from_lab(path: str = "") -> None:
     JupyterLab shows in a notification.
     """
     global _NOTEBOOK
-    if path:
-        _NOTEBOOK = path
     reason = side_area_unavailable()
     if reason is not None:
         raise NbchatError(f"the chat panel cannot open: {reason}")
+    if path:
+        _NOTEBOOK = path
     magics = _chat_magics()
     if magics is None:
         side_panel()
