@@ -27,5 +27,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         _started.add(notebook)
         os.environ.update(TUTORIAL_ENV)
         os.environ["NBCHAT_STORE"] = tempfile.mkdtemp(prefix="nbchat-tutorial-")
+        os.environ["NBCHAT_AGENT_TOKENS"] = tempfile.mkdtemp(prefix="nbchat-tutorial-tokens-")
         # The MCP tutorial adds a server to the user's mcp.json: here, a throwaway one.
         os.environ["JUPYTER_CONFIG_DIR"] = tempfile.mkdtemp(prefix="nbchat-tutorial-config-")

@@ -24,6 +24,7 @@ def refresh(path: Path) -> None:
     os.environ.update(TUTORIAL_ENV)
     with tempfile.TemporaryDirectory(prefix="nbchat-tutorial-") as store:
         os.environ["NBCHAT_STORE"] = store
+        os.environ["NBCHAT_AGENT_TOKENS"] = os.path.join(store, "agent-tokens")
         os.environ["JUPYTER_CONFIG_DIR"] = os.path.join(store, "jupyter-config")
         notebook = nbformat.read(path, as_version=4)
         NotebookClient(notebook, timeout=120, allow_errors=True,

@@ -15,6 +15,7 @@ import ast
 import asyncio
 import functools
 import json
+import logging
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -75,13 +76,26 @@ class Notebooks(Protocol):
     async def wake(self, path: str) -> None: ...
 
 
-def build(notebooks: Notebooks, gate: Callable[[], AgentGate]) -> Any:
-    """The MCP server with nbchat's tools; ``gate()`` gives the person's gate."""
+def build(
+    notebooks: Notebooks, gate: Callable[[], AgentGate], token: AgentToken | None = None
+) -> Any:
+    """The MCP server with nbchat's tools; ``gate()`` gives the person's gate.
+
+    ``token``, when given, is the caller of every request (a server for one
+    agent, in-process); otherwise each request's :data:`CALLER` is.
+    """
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import ToolAnnotations
 
+    root = logging.getLogger()
+    before = root.level, list(root.handlers)
     server: Any = MCPServer(NAME, instructions=INSTRUCTIONS)
+    root.setLevel(before[0])  # the SDK configures the root logger: the process's, not ours
+    root.handlers[:] = before[1]
+
+    def caller() -> AgentToken:
+        return token if token is not None else current_caller()
 
     def tool(annotations: Any) -> Callable[[Any], Any]:
         """Register a tool whose refusals reach the agent as its own words (``isError``)."""
@@ -204,6 +218,7 @@ def build(notebooks: Notebooks, gate: Callable[[], AgentGate]) -> Any:
     @tool(changes)
     async def edit_cell(path: str, cell_id: str, source: str, why: str, ctx: Context) -> dict:
         """Replace a cell's source (by the id read_cells gives), once the person says yes."""
+        caller().check(path, "edit")
         old = await _cell_source(notebooks, path, cell_id)
         arguments = {"code": _code(source), "cell_id": cell_id}
         shown = "The cell now holds:\n\n" + fence(escape_hidden(old), "python")
@@ -212,6 +227,7 @@ def build(notebooks: Notebooks, gate: Callable[[], AgentGate]) -> Any:
     @tool(changes)
     async def execute_cell(path: str, cell_id: str, why: str, ctx: Context) -> dict:
         """Run a cell of the notebook, as saved, once the person says yes."""
+        caller().check(path, "execute")
         source = await _cell_source(notebooks, path, cell_id)
         return await gated(ctx, "execute_cell", path, {"code": source, "cell_id": cell_id}, why)
 
@@ -233,7 +249,7 @@ def build(notebooks: Notebooks, gate: Callable[[], AgentGate]) -> Any:
     return server
 
 
-def caller() -> AgentToken:
+def current_caller() -> AgentToken:
     """The token of the request being served; AgentRefused if there is none."""
     token = CALLER.get()
     if token is None:
@@ -258,7 +274,6 @@ def _code(text: object) -> str:
 
 
 async def _cell_source(notebooks: Notebooks, path: str, cell_id: str) -> str:
-    caller().check(path, "read")
     try:
         notebook = await notebooks.read(path)
     except FileNotFoundError:

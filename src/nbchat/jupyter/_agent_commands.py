@@ -114,10 +114,16 @@ def show_agents(owner: Any, opts: Any, text: str) -> None:
     print(f"{len(mine)} agent call{'s' * (len(mine) > 1)} wait{'s' * (len(mine) == 1)} for "
           "your answer here:")  # fmt: skip
     from .prompts import show_tool_prompts
+    from .render import detect_mode
 
+    live = detect_mode() == "live"  # a person at the notebook: prompts to click
     for call in mine:
         _agent_kernel.seen(call.call_id)
-        show_tool_prompts(chat, [call])
+        if live:
+            show_tool_prompts(chat, [call])
+        else:
+            handle = f"{call.thread_id}.{call.turn}"
+            print(f"[{handle}] {call.question}\n    answer with %chat --answer {handle} run")
 
 
 def _waiting(chat: Chat) -> tuple[list[Any], list[Any]]:

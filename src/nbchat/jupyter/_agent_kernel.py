@@ -21,6 +21,7 @@ import os
 from typing import Any
 
 from ..agents.gate import AGENT_MODEL, TOOL_PREFIX, AgentGate
+from ..agents.server import NotebookSession
 from ..agents.tools import answering_tools
 from ..base._secrets import scrub
 from ..base.errors import ToolRequirementsNotMet
@@ -227,3 +228,43 @@ def _reply_text(op: str, reply: dict[str, Any], decision: CodeDecision) -> str:
                      f"Its outputs: {outputs}")  # fmt: skip
     verb = "inserted" if op == "insert" else "edited"
     return scrub(f"{edited}The cell was {verb}; its id is {reply.get('cell_id')}.")
+
+
+# -- in-process: this kernel as the notebook an agent sees ----------------------------------
+class KernelNotebooks:
+    """This kernel as the one notebook the MCP tools see, in-process (no Jupyter server)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        _PATHS.add(path)
+
+    async def sessions(self) -> list[NotebookSession]:
+        return [NotebookSession(self.path, "this-kernel", "python3", "python", "idle")]
+
+    async def read(self, path: str) -> dict[str, Any]:
+        try:
+            with open(path, encoding="utf-8") as file:
+                return dict(json.load(file))
+        except OSError:
+            raise FileNotFoundError(path) from None
+
+    async def evaluate(self, path: str, expression: str) -> str:
+        return repr(eval(expression, {}))  # nbchat's own read functions, as the server calls them
+
+    async def wake(self, path: str) -> None:
+        wake(path)
+
+
+def this_kernel_server(secret: str, path: str) -> Any:
+    """nbchat's MCP server for one agent token, serving this kernel as the notebook ``path``.
+
+    The same tools, checks and gate as the Jupyter server's endpoint, without
+    HTTP: connect the SDK's client to it in-process (``mcp.Client(server)``).
+    For tutorials and tests where no Jupyter server runs.
+    """
+    from ..agents import server as agent_server
+    from ..agents.tokens import TokenStore
+
+    chat = _chat()
+    token = TokenStore(chat.user).verify(secret)
+    return agent_server.build(KernelNotebooks(path), lambda: AgentGate(chat.store), token)
