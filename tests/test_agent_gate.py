@@ -250,3 +250,19 @@ def test_two_answers_racing_from_two_processes_run_it_once(
     assert sorted(said.get(timeout=5) for _ in racers) == ["lost", "lost", "lost", "won"]
     assert runs.read_text() == "launch()\n"
     assert json.dumps(AgentGate(chat.store).status(token, call.handle).state) == '"done"'
+
+
+def test_the_prompt_shows_who_asks_why_and_every_character(chat: Chat, tokens: TokenStore) -> None:
+    from nbchat.jupyter._tool_prompt import ToolPrompt
+
+    token = tokens.verify(tokens.mint("codex").secret)
+    code = "x = '<img src=x onerror=alert(1)>'\nif x\u202e:\n    pass"
+    key = request_key(token, "run_code", {"code": code}, 3)
+    call = AgentGate(chat.store).request(token, "run_code", {"code": code}, notebook="nb.ipynb",
+                                         key=key, why="<b>trust me</b>")  # fmt: skip
+    pending = chat.pending_calls(int(call.handle.split(".")[0]))[0]
+    shown = ToolPrompt(chat, pending).children[0].outputs[0]["data"]["text/html"]
+    assert "Agent codex (token" in shown and "&lt;b&gt;trust me&lt;/b&gt;" in shown
+    assert "<img" not in shown and "&lt;img src=x onerror=alert(1)&gt;" in shown
+    assert "\\u202e" in shown and "\u202e" not in shown
+    assert "Running code in your kernel" in shown

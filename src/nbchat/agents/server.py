@@ -24,7 +24,6 @@ from typing import Any, Protocol
 
 from ..base._delimiters import block
 from ..base._secrets import cut_scrubbed, scrub
-from ..base._visible import escape_hidden
 from ..base.content import head_and_tail
 from ..base.errors import AgentRefused, InputError, NbchatError
 from ..base.markup import fence
@@ -221,7 +220,7 @@ def build(
         caller().check(path, "edit")
         old = await _cell_source(notebooks, path, cell_id)
         arguments = {"code": _code(source), "cell_id": cell_id}
-        shown = "The cell now holds:\n\n" + fence(escape_hidden(old), "python")
+        shown = "The cell now holds:\n\n" + fence(old, "python")
         return await gated(ctx, "edit_cell", path, arguments, why, shown)
 
     @tool(changes)

@@ -185,11 +185,20 @@ class ToolPrompt(widgets.VBox):
     def _code_view(self, prompt: Prompt) -> markup.SafeHTML:
         """Every line of the code, escaped and highlighted, and why it needs a yes."""
         risks = [str(risk) for risk in prompt.extra.get("risks") or ()]
+        asks = str(prompt.extra.get("asks") or "")  # an outside agent's call says why it asks
         why = ("It needs your yes because it " + "; ".join(risks) + "." if risks else
-               "Your approval policy asks before any code runs.")
+               asks or "Your approval policy asks before any code runs.")
         lines = self.code.rstrip("\n").count("\n") + 1
         note = f"{lines} line{'s' * (lines != 1)} · {why}"
-        return markup.approval(self.code, "python", note=note)
+        if prompt.extra.get("agent"):
+            reason = " ".join(str(prompt.extra.get("reason") or "").split())
+            note += f" Agent {prompt.extra['agent']} (token {prompt.extra.get('token', '?')})"
+            note += f" gives as its reason: “{reason}”" if reason else " gives no reason."
+        language = None if self.call.arguments.get("cell_type") == "markdown" else "python"
+        view = markup.approval(self.code, language, note=note)
+        if prompt.markdown:  # what the cell holds now, above what it would hold
+            return markup.join([markup.markdown(str(prompt.markdown)), view])
+        return view
 
     def _arguments_view(self, prompt: Prompt) -> markup.SafeHTML:
         """The call's whole arguments, as the call is sent them, and why it needs a yes."""
