@@ -16,6 +16,7 @@ JupyterLab front end through :mod:`._lab_bridge`, whose reply ends the call.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import Any
@@ -34,6 +35,7 @@ _SHOWN: set[str] = set()  # the calls whose prompt this kernel has shown
 _TRUSTED = ("builtins", "numpy", "pandas", "polars", "datetime", "decimal", "fractions",
             "collections", "pathlib", "uuid", "matplotlib", "PIL")  # fmt: skip
 _SAMPLE = 20
+FRONT_END_WAIT = 15.0  # seconds for a JupyterLab page with this notebook to answer the bridge
 NO_FRONT_END = (
     "The notebook is not open in JupyterLab with nbchat's extension, so the change was not "
     "made and nothing ran; ask the person to open it."
@@ -197,6 +199,12 @@ def _apply(op: str, arguments: dict[str, Any], decision: CodeDecision) -> None:
     def done(reply: dict[str, Any]) -> None:
         gate.complete(handle, _reply_text(op, reply, decision))
 
+    def unanswered() -> None:  # no page with this notebook answered: say so, change nothing
+        if not bridge.is_attached:
+            gate.complete(handle, NO_FRONT_END)
+
+    _later(FRONT_END_WAIT, unanswered)
+
     if op == "insert":
         bridge.request({"op": "insert", "index": arguments.get("index"), "source": source,
                         "cell_type": arguments.get("cell_type") or "code",
@@ -213,6 +221,14 @@ def _apply(op: str, arguments: dict[str, Any], decision: CodeDecision) -> None:
 
         bridge.request({"op": "edit", "cell_id": arguments["cell_id"], "source": source,
                         "metadata": metadata}, then_run)  # fmt: skip
+
+
+def _later(seconds: float, then: Any) -> None:
+    """Call ``then`` in ``seconds`` on the kernel's event loop (never, outside one)."""
+    import asyncio
+
+    with contextlib.suppress(RuntimeError):  # no running loop: nothing to wait on
+        asyncio.get_running_loop().call_later(seconds, then)
 
 
 def _reply_text(op: str, reply: dict[str, Any], decision: CodeDecision) -> str:
