@@ -352,3 +352,15 @@ def test_the_stdio_bridge_relays_to_the_endpoint(lab: Any, base: Path, notebook:
     names, result = asyncio.run(use(mint(base)))
     assert "run_code" in names and "call_status" in names
     assert "counter: int" in result_data(result)["result"]
+
+
+def test_a_token_whose_reads_ask_reads_only_after_the_persons_yes(
+    lab: Any, base: Path, notebook: Any
+) -> None:
+    token = mint(base, "careful", approve="always")
+    asked = result_data(mcp_call(lab, token, "list_variables", path=notebook.name))
+    call = json.loads(asked["result"]) if isinstance(asked, dict) and "result" in asked else asked
+    assert call["state"] == "waiting"
+    notebook.run(f"%chat --answer {call['handle']} run")
+    done = result_data(mcp_call(lab, token, "call_status", handle=call["handle"]))
+    assert done["state"] == "done" and "counter: int" in done["result"]

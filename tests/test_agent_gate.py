@@ -42,11 +42,15 @@ def tokens(tmp_path: Path) -> TokenStore:
     return TokenStore("ana", tmp_path / "tokens")
 
 
+def reader(arguments: dict[str, Any]) -> str:
+    return f"read {arguments['read']} {arguments.get('name', '')}".strip()
+
+
 @pytest.fixture
 def chat(tmp_path: Path) -> Chat:
     RAN.clear()
     return Chat(store=tmp_path / "store", user="ana", base_url="http://127.0.0.1:9/v1",
-                answering=answering_tools(runner, applied))  # fmt: skip
+                answering=answering_tools(runner, applied, reader))  # fmt: skip
 
 
 def ask(chat: Chat, token: Any, code: str = "x = 1", request_id: object = 1) -> Any:
@@ -266,3 +270,29 @@ def test_the_prompt_shows_who_asks_why_and_every_character(chat: Chat, tokens: T
     assert "<img" not in shown and "&lt;img src=x onerror=alert(1)&gt;" in shown
     assert "\\u202e" in shown and "\u202e" not in shown
     assert "Running code in your kernel" in shown
+
+
+def test_reads_ask_under_the_tokens_policy_or_the_administrators_cap(
+    tokens: TokenStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at_once = tokens.verify(tokens.mint("reader").secret)
+    asking = tokens.verify(tokens.mint("careful", approve="always").secret)
+    assert (at_once.reads_ask, asking.reads_ask) == (False, True)
+    monkeypatch.setenv("NBCHAT_MAX_APPROVAL", "always")
+    assert at_once.reads_ask
+    with pytest.raises(InputError, match="read-only or always"):
+        tokens.mint("x", approve="never-ask")
+
+
+def test_a_read_that_asks_reads_only_after_run(chat: Chat, tokens: TokenStore) -> None:
+    token = tokens.verify(tokens.mint("careful", approve="always").secret)
+    gate = AgentGate(chat.store)
+    arguments = {"code": "describe_variable('df')", "read": "describe_variable", "name": "df"}
+    call = gate.request(token, "read", arguments, notebook="nb.ipynb",
+                        key=request_key(token, "read", arguments, 1), why="look")  # fmt: skip
+    thread = int(call.handle.split(".")[0])
+    with pytest.raises(Exception, match="cannot be edited"):
+        chat.answer_tool_call(thread, "edit: df.to_csv('/tmp/x')")
+    chat.answer_tool_call(thread, "run")
+    done = gate.status(token, call.handle)
+    assert done.state == "done" and done.result == "read describe_variable df"

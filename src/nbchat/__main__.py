@@ -174,6 +174,8 @@ def _agent_parsers(sub: Any) -> None:
     mint.add_argument("--tools", default="read,edit,execute",
                       help="tool classes: read, edit, execute (comma-separated)")
     mint.add_argument("--days", type=float, default=30, help="days until it expires")
+    mint.add_argument("--approve", choices=("read-only", "always"), default="read-only",
+                      help="read-only: its reads run at once, its changes ask; always: all ask")
     tasks.add_parser("list", help="list the tokens (never their secrets)")
     revoke = tasks.add_parser("revoke", help="revoke a token")
     revoke.add_argument("id", help="the token's id (or label)")
@@ -187,7 +189,8 @@ def _agents(args: argparse.Namespace) -> int:
     try:
         if args.task == "mint":
             minted = tokens.mint(args.label, paths=args.scope.split(","),
-                                 classes=args.tools.split(","), days=args.days)  # fmt: skip
+                                 classes=args.tools.split(","), days=args.days,
+                                 approve=args.approve)  # fmt: skip
             print(f"Agent token {minted.token.id} for {minted.token.label!r}; it is shown "
                   f"only now:\n{minted.secret}", flush=True)  # fmt: skip
         elif args.task == "revoke":

@@ -30,6 +30,7 @@ from .tokens import AgentToken
 
 State = Literal["waiting", "running", "done", "rejected", "failed"]
 GATED = {
+    "read": "read",  # a read that asks (the token's policy, or the administrator's cap)
     "run_code": "execute",
     "execute_cell": "execute",
     "insert_cell": "edit",
@@ -205,6 +206,9 @@ class AgentGate:
 
 
 def _why_it_asks(tool: str) -> str:
+    if tool == "read":
+        return ("Your policy for this agent's token (or the administrator's NBCHAT_MAX_APPROVAL) "
+                "asks before it reads your notebook.")
     if tool in ("run_code", "execute_cell"):
         return "Running code in your kernel can change your variables, files and more."
     return "It changes your notebook."

@@ -157,44 +157,52 @@ def build(
         return {"notebooks": [{"path": s.path, "kernel": s.kernel_name, "language": s.language,
                                "state": s.state} for s in found]}  # fmt: skip
 
+    async def asked_read(ctx: Any, path: str, shown: str, arguments: dict) -> str | None:
+        """A read that waits for the person (their token's policy or the cap says so)."""
+        if not caller().reads_ask:
+            return None
+        waiting = await gated(ctx, "read", path, {"code": shown, **arguments},
+                              f"read {shown} in the notebook")  # fmt: skip
+        return json.dumps(waiting)
+
     @tool(reads)
-    async def read_cells(path: str, start: int = 0, count: int = 20) -> str:
+    async def read_cells(path: str, ctx: Context, start: int = 0, count: int = 20) -> str:
         """The notebook's cells as last saved, with ids, sources and outputs (bounded).
 
         ``start`` is the first cell's index, ``count`` how many (at most 50).
         """
         caller().check(path, "read")
+        asked = await asked_read(ctx, path, f"read_cells(start={int(start)}, count={int(count)})",
+                                 {"read": "read_cells", "start": int(start),
+                                  "count": int(count)})  # fmt: skip
+        if asked is not None:
+            return asked
         try:
             notebook = await notebooks.read(path)
         except FileNotFoundError:
             raise AgentRefused(f"no notebook {path!r} in the server's folder", status=404) from None
-        cells = notebook.get("cells") or []
-        first = max(0, int(start))
-        chosen = cells[first:first + max(0, min(int(count), MAX_CELLS))]
-        text = "\n".join(_cell_text(first + n, cell) for n, cell in enumerate(chosen))
-        text = cut_scrubbed(text, lambda whole: whole[:READ_CHARS])
-        more = len(cells) - first - len(chosen)
-        tail = f"\n({more} more cells: read_cells(path, start={first + len(chosen)}))" if more > 0 \
-            else ""  # fmt: skip
-        return f"{DATA_NOTE}\n{len(cells)} cells in {path}.\n{text}{tail}"
+        return cells_text(notebook, path, start, count)
 
     @tool(reads)
-    async def list_variables(path: str) -> str:
+    async def list_variables(path: str, ctx: Context) -> str:
         """The variables of the notebook's kernel: name, type and size, no values."""
         await session_of(path, "read")
-        return await _in_kernel(notebooks, path, "variables_text()")
+        asked = await asked_read(ctx, path, "list_variables()", {"read": "list_variables"})
+        return asked or await _in_kernel(notebooks, path, "variables_text()")
 
     @tool(reads)
-    async def describe_variable(path: str, name: str) -> str:
+    async def describe_variable(path: str, name: str, ctx: Context) -> str:
         """A bounded description of one variable, as nbchat's @name mentions give the model.
 
         Objects of the notebook's own classes are described by type and size only:
         their ``__repr__`` is code nbchat does not run for an agent.
         """
         await session_of(path, "read")
-        if not isinstance(name, str) or not name.replace(".", "").replace("_", "").isalnum():
+        if not isinstance(name, str) or not name.isidentifier():
             raise InputError(f"{name[:40]!r} is not a variable name; list_variables shows them")
-        return await _in_kernel(notebooks, path, f"describe_text({name!r})")
+        asked = await asked_read(ctx, path, f"describe_variable({name!r})",
+                                 {"read": "describe_variable", "name": name})  # fmt: skip
+        return asked or await _in_kernel(notebooks, path, f"describe_text({name!r})")
 
     @tool(changes)
     async def run_code(path: str, code: str, why: str, ctx: Context) -> dict:
@@ -254,6 +262,19 @@ def current_caller() -> AgentToken:
     if token is None:
         raise AgentRefused("no agent token for this request", status=401)
     return token
+
+
+def cells_text(notebook: dict, path: str, start: int = 0, count: int = 20) -> str:
+    """Cells ``start`` to ``start + count`` of a notebook, bounded, scrubbed, each a block."""
+    cells = notebook.get("cells") or []
+    first = max(0, int(start))
+    chosen = cells[first:first + max(0, min(int(count), MAX_CELLS))]
+    text = "\n".join(_cell_text(first + n, cell) for n, cell in enumerate(chosen))
+    text = cut_scrubbed(text, lambda whole: whole[:READ_CHARS])
+    more = len(cells) - first - len(chosen)
+    tail = f"\n({more} more cells: read_cells(path, start={first + len(chosen)}))" if more > 0 \
+        else ""  # fmt: skip
+    return f"{DATA_NOTE}\n{len(cells)} cells in {path}.\n{text}{tail}"
 
 
 def _status(call: AgentCall) -> dict:

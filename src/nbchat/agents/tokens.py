@@ -29,10 +29,12 @@ from filelock import FileLock, Timeout
 
 from ..base.config import ENV_AGENT_TOKENS, jupyter_data_dir
 from ..base.errors import AgentRefused, InputError, StoreCorrupt, StoreLocked
+from ..base.policy import effective_approval
 from ..store._files import user_dirname
 from ..store._storage import atomic_write
 
 CLASSES = ("read", "edit", "execute")
+APPROVES = ("read-only", "always")  # when a token's calls ask: changes only, or reads too
 PREFIX = "nbchat_agent_"
 DEFAULT_DAYS = 30
 MAX_DAYS = 365
@@ -52,7 +54,17 @@ class AgentToken:
     expires: float
     digest: str = field(repr=False)
     revoked: float | None = None
-    auto_read: bool = True  # read tools run at once; edit and execute always ask
+    approve: str = "read-only"  # "read-only": reads run at once; "always": reads ask too
+
+    @property
+    def reads_ask(self) -> bool:
+        """Whether this token's reads wait for the person: its policy, under the cap.
+
+        Changes always ask. ``NBCHAT_MAX_APPROVAL=always`` makes reads ask too,
+        as it does for the reads of nbchat's own model's MCP tools.
+        """
+        policy = {"read-only": "risky"}.get(self.approve, "always")
+        return effective_approval(policy) == "always"
 
     @property
     def is_live(self) -> bool:
@@ -102,7 +114,7 @@ class AgentToken:
             created=float(data["created"]), expires=float(data["expires"]),
             digest=str(data["digest"]),
             revoked=None if data.get("revoked") is None else float(data["revoked"]),
-            auto_read=bool(data.get("auto_read", True)),
+            approve="always" if data.get("approve") == "always" else "read-only",
         )  # fmt: skip
 
 
@@ -178,7 +190,7 @@ class TokenStore:
         paths: Sequence[str] = ("",),
         classes: Iterable[str] = CLASSES,
         days: float = DEFAULT_DAYS,
-        auto_read: bool = True,
+        approve: str = "read-only",
     ) -> Minted:
         """A new token for the agent ``label``; its secret is in the result only."""
         if not isinstance(label, str) or not _LABEL.match(label.strip()):
@@ -191,6 +203,8 @@ class TokenStore:
             raise InputError(
                 f"tool classes are some of {', '.join(CLASSES)}; got {unknown or 'none'}"
             )
+        if approve not in APPROVES:
+            raise InputError(f"a token's reads are {' or '.join(APPROVES)}, got {approve!r}")
         if isinstance(days, bool) or not isinstance(days, int | float) or not 0 < days <= MAX_DAYS:
             raise InputError(f"a token lasts from a moment to {MAX_DAYS} days; got {days!r}")
         scope = tuple(dict.fromkeys(_normal(p) for p in paths)) or ("",)
@@ -198,7 +212,7 @@ class TokenStore:
         secret = f"{PREFIX}{ident}_{secrets.token_urlsafe(32)}"
         now = time.time()
         token = AgentToken(ident, label.strip(), scope, chosen, now, now + days * 86400,
-                           _digest(secret), auto_read=auto_read)  # fmt: skip
+                           _digest(secret), approve=approve)  # fmt: skip
         with self._locked():
             self._write([*self._read(), token])
         return Minted(token, secret)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..base._secrets import scrub
+from ..base.errors import InvalidToolAnswer
 from ..context.run_code import CodeDecision, RunCode, Runner
 from ..engine._pending import ACTING_OUTPUT
 from .gate import TOOL_PREFIX
@@ -86,7 +87,40 @@ class AgentCellChange(AgentRunCode):
         return ACTING_OUTPUT
 
 
-def answering_tools(runner: Runner, apply: Apply) -> list[RunCode]:
+class AgentRead(AgentRunCode):
+    """An outside agent's read that asks first; Run reads, Reject does not (nothing to edit)."""
+
+    name = TOOL_PREFIX + "read"
+    description = "Read this notebook for an outside agent, after a yes."
+    parameters = _schema({
+        "read": {"enum": ["read_cells", "list_variables", "describe_variable"]},
+        "name": {"type": "string"}, "start": {"type": "integer"}, "count": {"type": "integer"},
+    })  # fmt: skip
+
+    def __init__(self, reader: Callable[[dict[str, Any]], str]) -> None:
+        super().__init__(lambda code: "")
+        self.reader = reader
+
+    def parse_response(self, arguments: dict[str, Any], response: object) -> CodeDecision:
+        decision = super().parse_response(arguments, response)
+        if decision.action == "edit":
+            raise InvalidToolAnswer("a read cannot be edited; answer run or reject")
+        return decision
+
+    def output(self, arguments: dict[str, Any], answer: object) -> str:
+        decision = answer if isinstance(answer, CodeDecision) else CodeDecision("reject")
+        if decision.action == "reject":
+            why = f" Their reason: {decision.reason}" if decision.reason else ""
+            return scrub(f"The person rejected this read; nothing was read.{why}")
+        return scrub(self.reader(arguments))
+
+
+def answering_tools(
+    runner: Runner, apply: Apply, reader: Callable[[dict[str, Any]], str] | None = None
+) -> list[RunCode]:
     """The tools that answer every kind of gated agent call in one kernel."""
-    return [AgentRunCode(runner), *(AgentCellChange(op, apply)
-                                    for op in ("insert", "edit", "execute"))]  # fmt: skip
+    tools: list[RunCode] = [AgentRunCode(runner),
+                            *(AgentCellChange(op, apply) for op in ("insert", "edit", "execute"))]
+    if reader is not None:
+        tools.append(AgentRead(reader))
+    return tools

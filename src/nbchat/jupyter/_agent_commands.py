@@ -55,7 +55,8 @@ def mint_token(owner: Any, opts: Any, text: str) -> None:
     classes = [c.strip() for c in (opts.agent_tools or ",".join(CLASSES)).split(",")]
     days = opts.agent_days if opts.agent_days is not None else DEFAULT_DAYS
     try:
-        minted = token_store(owner.chat).mint(label, paths=scope, classes=classes, days=days)
+        minted = token_store(owner.chat).mint(label, paths=scope, classes=classes, days=days,
+                                              approve=opts.agent_approve or "read-only")
     except InputError as error:
         raise UsageError(str(error)) from None
     url = endpoint_url() or "http://127.0.0.1:8888/nbchat/mcp"
@@ -65,7 +66,8 @@ def mint_token(owner: Any, opts: Any, text: str) -> None:
 def _show_secret(token: AgentToken, secret: str, url: str) -> None:
     lines = [
         f"Agent token {token.id} for {token.label!r}: may use {', '.join(token.classes)} tools "
-        f"on {_scope(token)} until {time.strftime('%Y-%m-%d', time.localtime(token.expires))}.",
+        f"on {_scope(token)} until {time.strftime('%Y-%m-%d', time.localtime(token.expires))}; "
+        f"{'its reads ask too' if token.reads_ask else 'its reads run at once'}, its changes ask.",
         f"Endpoint: {url}",
         "Copy the token now: it is not shown again, nor kept anywhere but in your agent's "
         "settings. Claude Code, for example:",

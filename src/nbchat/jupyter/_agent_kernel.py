@@ -164,10 +164,28 @@ def kernel_answering_tools(shell: Any) -> list[RunCode]:
         show_run(ran)
         return ran
 
-    tools = answering_tools(runner, _apply)
+    tools = answering_tools(runner, _apply, _read)
     for tool in tools:
         tool.check_requirements = _mine_only(tool.check_requirements)  # type: ignore[method-assign]
     return tools
+
+
+def _read(arguments: dict[str, Any]) -> str:
+    """A read the person said yes to, done here, as the endpoint would have done it."""
+    read = arguments.get("read")
+    if read == "list_variables":
+        return variables_text()
+    if read == "describe_variable":
+        return describe_text(str(arguments.get("name", "")))
+    from ..agents.server import cells_text
+
+    path = str(arguments.get("notebook", ""))
+    session = os.environ.get("JPY_SESSION_NAME", "")
+    where = session if session.replace("\\", "/").endswith(path) else path
+    with open(where, encoding="utf-8") as file:
+        notebook = json.load(file)
+    return cells_text(notebook, path, int(arguments.get("start", 0)),
+                      int(arguments.get("count", 20)))  # fmt: skip
 
 
 def _mine_only(check: Any) -> Any:

@@ -114,6 +114,9 @@ _DECLARATIONS: tuple[Callable[[Any], Any], ...] = (
              help="With --agent-token: read, edit, execute (comma-separated; default all)."),
     argument("--agent-days", type=float, metavar="DAYS",
              help="With --agent-token: days until it expires (default 30)."),
+    argument("--agent-approve", choices=("read-only", "always"),
+             help="With --agent-token: read-only (default): its reads run at once and "
+                  "changes ask; always: its reads ask too."),
     argument("--revoke-agent", metavar="ID", help="Revoke the agent token ID."),
     argument("--retry", action="store_true",
              help="Ask the last question of the thread again after it failed or was "

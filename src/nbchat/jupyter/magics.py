@@ -413,10 +413,10 @@ class ChatMagics(Magics):
             return None
         if opts.side and not opts.panel:
             raise UsageError("--side goes with --panel: %chat --panel --side")
-        token_options = (opts.agent_scope, opts.agent_tools, opts.agent_days)
+        token_options = (opts.agent_scope, opts.agent_tools, opts.agent_days, opts.agent_approve)
         if opts.agent_token is None and any(v is not None for v in token_options):
-            raise UsageError("--agent-scope, --agent-tools and --agent-days go with "
-                             "--agent-token LABEL")
+            raise UsageError("--agent-scope, --agent-tools, --agent-days and --agent-approve "
+                             "go with --agent-token LABEL")
         name = _form(opts, text)
         if name in COMMANDS and text and name not in TAKE_TEXT:
             raise UsageError(f"--{name} takes no question; got {text[:40]!r}")
