@@ -99,7 +99,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
       execute: async args => {
         let panel: NotebookPanel | null = notebooks.currentWidget;
         if (!panel && args.isLauncher) {
-          panel = await app.commands.execute('notebook:create-new', { cwd: typeof args.cwd === 'string' ? args.cwd : '' });
+          panel = await app.commands.execute('notebook:create-new', {
+            cwd: typeof args.cwd === 'string' ? args.cwd : '',
+            kernelName: pythonKernel(app) ?? null
+          });
         }
         if (!panel) {
           Notification.warning('nbchat: open a notebook first; the chat talks to a notebook\u2019s kernel.', {
@@ -124,6 +127,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
     }
   }
 };
+
+/** The default kernelspec if it is Python's, else the first Python one. */
+function pythonKernel(app: JupyterFrontEnd): string | undefined {
+  const specs = app.serviceManager.kernelspecs.specs;
+  if (!specs) {
+    return undefined;
+  }
+  const isPython = (name: string) => specs.kernelspecs[name]?.language?.toLowerCase() === 'python';
+  return isPython(specs.default) ? specs.default : Object.keys(specs.kernelspecs).sort().find(isPython);
+}
 
 async function report(app: JupyterFrontEnd, panel: NotebookPanel): Promise<void> {
   let result;

@@ -229,6 +229,15 @@ def test_icon_tile_palette_and_shortcut_open_the_notebook_kernel_panel(
     assert toasts(page) == ""
 
 
+def test_the_tile_with_no_notebook_open_makes_one(page: Page, lab: JupyterLab):
+    page.goto(f"{lab.url}/lab?token={lab.token}&reset")
+    tile = page.locator(".jp-LauncherCard[data-category=Other]", has_text="nbchat")
+    tile.click(timeout=60_000)
+    car = wait_for_new_panel(page, [], "Chat · Untitled.ipynb")
+    assert car["label"] == "Chat · Untitled.ipynb"
+    expect(page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")).to_have_count(1)
+
+
 def test_the_shortcut_collides_with_nothing(page: Page, lab: JupyterLab):
     open_notebook(page, lab, ["1"], name="keys")
     bindings = page.evaluate(
