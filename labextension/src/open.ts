@@ -41,7 +41,7 @@ export async function openChat(panel: NotebookPanel): Promise<Outcome> {
     return {
       ok: false,
       kind: 'python',
-      message: `nbchat: the chat needs a Python kernel, and ${name} runs ${display} (${language || 'unknown language'}); choose a Python kernel with nbchat (Kernel › Change Kernel…).`
+      message: `nbchat needs a Python kernel; ${name} runs ${display} (${language || 'no language'}). Choose a Python kernel with nbchat (Kernel › Change Kernel…).`
     };
   }
   if (kernel.status === 'busy') {
@@ -87,7 +87,7 @@ function outcome(reply: KernelMessage.IExecuteReplyMsg, name: string, display: s
       return {
         ok: false,
         kind: 'python',
-        message: `nbchat is not installed where ${name}'s kernel (${display}) runs: run %pip install nbchat in a cell of ${name} (it installs into that kernel's environment), or choose a Python kernel that has nbchat.`
+        message: `nbchat is not installed for the kernel ${display}: run %pip install nbchat in a cell of ${name}, or choose a kernel that has it.`
       };
     }
     return { ok: false, kind: 'other', message: `nbchat: ${content.evalue || content.ename}` };

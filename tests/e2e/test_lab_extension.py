@@ -279,9 +279,10 @@ def test_a_kernel_without_nbchat_is_told_how_to_get_it(page: Page, lab: JupyterL
     toast = page.locator(".Toastify__toast")
     expect(toast).to_have_count(1, timeout=30_000)
     expect(toast).to_contain_text(
-        "nbchat is not installed where bare.ipynb's kernel (Python (no nbchat)) runs: "
-        "run %pip install nbchat in a cell of bare.ipynb")
+        "nbchat is not installed for the kernel Python (no nbchat): run %pip install nbchat "
+        "in a cell of bare.ipynb, or choose a kernel that has it.")
     assert sidecars(page) == []
+    page.wait_for_timeout(800)  # the toast slides in
     screenshot(page, "lab-extension/no-nbchat")
 
 
@@ -294,7 +295,9 @@ def test_a_kernel_that_is_not_python_is_told_to_change(page: Page, lab: JupyterL
     by_shortcut(page, nb)
     toast = page.locator(".Toastify__toast")
     expect(toast).to_have_count(1, timeout=30_000)
-    expect(toast).to_contain_text("the chat needs a Python kernel, and echoes.ipynb runs Echo")
+    expect(toast).to_contain_text(
+        "nbchat needs a Python kernel; echoes.ipynb runs Echo (echo). Choose a Python kernel "
+        "with nbchat (Kernel › Change Kernel…).")
     expect(toast.get_by_role("button", name="Change kernel…")).to_be_visible()
     assert sidecars(page) == []
 
