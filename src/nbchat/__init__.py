@@ -179,7 +179,7 @@ def panel(*, side: bool = False, **kwargs: Any) -> Any:
     """The chat panel widget (threads, model picker, conversation, input).
 
     With ``side=True`` it opens in JupyterLab's right side area (one per
-    kernel; asking again brings it back), needing ``nbchat[lab]``; elsewhere
+    kernel; asking again brings it back), through ``sidecar``; elsewhere
     it falls back to the cell with a one-line note. ``kwargs`` go to
     :class:`nbchat.jupyter.panel.ChatPanel`.
     """

@@ -1,6 +1,6 @@
 """The chat panel in JupyterLab's right side area, one per kernel.
 
-The side area comes from the ``sidecar`` package (``pip install 'nbchat[lab]'``):
+The side area comes from the ``sidecar`` package (a dependency of nbchat):
 a Sidecar widget opens a tab in JupyterLab's right area as soon as it exists,
 and shows the panel there. Asking again closes that tab and opens a new one on
 the *same* panel (the person may have closed the tab; a new one always shows
@@ -49,7 +49,7 @@ def side_area_unavailable() -> str | None:
     try:
         import sidecar  # noqa: F401
     except ImportError:
-        return "the side area needs the sidecar package: pip install 'nbchat[lab]'"
+        return "the side area needs the sidecar package: pip install sidecar"
     return None
 
 

@@ -126,7 +126,7 @@ class ChatMagics(Magics):
     panel_area = CaselessStrEnum(
         ("cell", "side"), "cell",
         help="Where %chat --panel opens the panel: 'cell', or 'side' (JupyterLab's right "
-        "side area; needs nbchat[lab]).",
+        "side area).",
     ).tag(config=True)
     prices = Dict(
         help="Dollars per million input and output tokens by model, for the panel's cost "
