@@ -364,3 +364,19 @@ def test_a_token_whose_reads_ask_reads_only_after_the_persons_yes(
     notebook.run(f"%chat --answer {call['handle']} run")
     done = result_data(mcp_call(lab, token, "call_status", handle=call["handle"]))
     assert done["state"] == "done" and "counter: int" in done["result"]
+
+
+def test_a_handle_answers_its_call_whichever_thread_is_current(
+    lab: Any, base: Path, notebook: Any
+) -> None:
+    first, second = mint(base, "first agent"), mint(base, "second agent")
+    one = result_data(mcp_call(lab, first, "run_code", path=notebook.name, code="counter += 1",
+                               why="one"))  # fmt: skip
+    notebook.run(f"%chat --answer {one['handle']} run")
+    two = result_data(mcp_call(lab, second, "run_code", path=notebook.name, code="counter += 10",
+                               why="two"))  # fmt: skip
+    assert one["handle"].split(".")[0] != two["handle"].split(".")[0]
+    notebook.run(f"%chat --answer {two['handle']} run")
+    done = result_data(mcp_call(lab, second, "call_status", handle=two["handle"]))
+    assert done["state"] == "done"
+    assert notebook.run("print(counter)").strip() == "11"

@@ -147,7 +147,8 @@ class AgentGate:
         thread = self.store.get(thread_id)
         calls = [self._call(thread, i) for i in range(max(0, len(thread.turns) - RECENT_TURNS),
                                                        len(thread.turns))]  # fmt: skip
-        return [call for call in calls if call.state in ("waiting", "running")]
+        # A call whose turn is still being written (no tool yet) is not one until it is.
+        return [call for call in calls if call.state in ("waiting", "running") and call.tool != "?"]
 
     # -- the kernel's side -----------------------------------------------------------
     def complete(self, handle: str, output: str) -> None:

@@ -164,7 +164,10 @@ class ServerNotebooks:
     async def wake(self, path: str) -> None:
         kernel_id = await self._kernel_of(path)
         call = f"__import__('nbchat.jupyter._agent_kernel', fromlist=['_']).wake({path!r})"
-        self._client(kernel_id).execute(call, silent=True, store_history=False)
+        # Under the kernel's lock: a send while a read waits on the same client can lose
+        # the read's wake-up; the wake's own reply is skipped by the next read.
+        async with self._locks.setdefault(kernel_id, asyncio.Lock()):
+            self._client(kernel_id).execute(call, silent=True, store_history=False)
 
     async def _kernel_of(self, path: str) -> str:
         for session in await self.sessions():

@@ -8,6 +8,7 @@ Sending the answer and rendering the resumed turn stay with the magics.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from ..engine.chat import Chat
 
 NOTEBOOK_TOOLS = ("run_code",)
+_HANDLE = re.compile(r"\A(\d{1,9})\.\d{1,9}\Z")  # an outside agent's call: thread.turn
 
 
 @dataclass(frozen=True)
@@ -37,13 +39,16 @@ def tool_answer(chat: Chat, thread: int | None, text: str) -> ToolAnswer:
     ``text`` is not empty. Without a thread: the one thread where calls wait;
     more than one is an error.
     """
-    calls = chat.pending_calls(thread)
     first, _, rest = text.partition(" ")
-    handles = {f"{c.thread_id}.{c.turn}": c for c in calls if c.tool.startswith("agent_")}
-    if rest.strip() and first in handles:  # an outside agent's call, by its handle
-        call = handles[first]
-        return ToolAnswer(thread_id=call.thread_id, call_id=call.call_id,
-                          value=_unquote_value(rest.strip()), runs_notebook_tool=False)
+    handle = _HANDLE.match(first)
+    if rest.strip() and handle is not None:  # an outside agent's call, by its handle: any thread
+        calls = chat.pending_calls(int(handle.group(1)))
+        handles = {f"{c.thread_id}.{c.turn}": c for c in calls if c.tool.startswith("agent_")}
+        if first in handles:
+            call = handles[first]
+            return ToolAnswer(thread_id=call.thread_id, call_id=call.call_id,
+                              value=_unquote_value(rest.strip()), runs_notebook_tool=False)
+    calls = chat.pending_calls(thread)
     if thread is None:
         threads = sorted({call.thread_id for call in calls})
         if len(threads) > 1:
