@@ -265,7 +265,9 @@ def test_the_prompt_shows_who_asks_why_and_every_character(chat: Chat, tokens: T
     call = AgentGate(chat.store).request(token, "run_code", {"code": code}, notebook="nb.ipynb",
                                          key=key, why="<b>trust me</b>")  # fmt: skip
     pending = chat.pending_calls(int(call.handle.split(".")[0]))[0]
-    shown = ToolPrompt(chat, pending).children[0].outputs[0]["data"]["text/html"]
+    prompt = ToolPrompt(chat, pending)
+    shown = prompt.children[0].outputs[0]["data"]["text/html"]
+    prompt.submit("reject")  # answered: it leaves the kernel's live prompts
     assert "Agent codex (token" in shown and "&lt;b&gt;trust me&lt;/b&gt;" in shown
     assert "<img" not in shown and "&lt;img src=x onerror=alert(1)&gt;" in shown
     assert "\\u202e" in shown and "\u202e" not in shown
