@@ -214,8 +214,9 @@ async def _language(specs: Any, name: str) -> str:
 class McpEndpoint:
     """The SDK's Streamable HTTP app, run inside Jupyter Server's event loop."""
 
-    def __init__(self, serverapp: Any) -> None:
+    def __init__(self, serverapp: Any, notebooks: ServerNotebooks | None = None) -> None:
         self.serverapp = serverapp
+        self.notebooks = notebooks if notebooks is not None else ServerNotebooks(serverapp)
         user = default_user()
         self.access = AgentAccess(serverapp, TokenStore(user))
         self._user = user
@@ -238,7 +239,7 @@ class McpEndpoint:
             for name in ("mcp.server.streamable_http", "mcp.server.streamable_http_manager"):
                 logging.getLogger(name).setLevel(logging.WARNING)  # a line per request else
 
-            server = agent_server.build(ServerNotebooks(self.serverapp), self.gate)
+            server = agent_server.build(self.notebooks, self.gate)
             self._app = server.streamable_http_app(
                 streamable_http_path="/mcp", stateless_http=True, json_response=True,
                 max_request_body_size=agent_server.MAX_BODY,
@@ -343,9 +344,9 @@ class McpHandler(web.RequestHandler):
                 self.finish()
 
 
-def add_routes(serverapp: Any) -> None:
+def add_routes(serverapp: Any, notebooks: ServerNotebooks) -> None:
     """Mount the endpoint under the server's base URL."""
     web_app = serverapp.web_app
     base = web_app.settings.get("base_url", "/").rstrip("/") + "/"
-    endpoint = McpEndpoint(serverapp)
+    endpoint = McpEndpoint(serverapp, notebooks)
     web_app.add_handlers(".*$", [(f"{base}{ROUTE}/?", McpHandler, {"endpoint": endpoint})])

@@ -45,6 +45,8 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     web_app = serverapp.web_app
     base = web_app.settings.get("base_url", "/").rstrip("/") + "/"
     web_app.add_handlers(".*$", [(f"{base}{ROUTE}([A-Za-z0-9_.-]+)", AssetHandler)])
-    from ._agent_endpoint import add_routes
+    from . import _agent_endpoint, _completion_endpoint
 
-    add_routes(serverapp)  # the MCP endpoint for outside agents, at {base_url}nbchat/mcp
+    notebooks = _agent_endpoint.ServerNotebooks(serverapp)
+    _agent_endpoint.add_routes(serverapp, notebooks)  # outside agents' MCP, at nbchat/mcp
+    _completion_endpoint.add_routes(serverapp, notebooks)  # code suggestions, at nbchat/complete

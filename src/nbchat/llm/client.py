@@ -71,6 +71,7 @@ class LLMClient:
         self._context_sizes: dict[str, int | None] = {}
         self._token_scales: dict[str, float] = {}
         self._props: dict[str, Any] | None = None  # llama.cpp's GET /props, once asked
+        self.fim_forms: dict[str, Any] = {}  # per model: the fill-in-the-middle form that answered
         self._relocating = threading.Lock()
 
     def __repr__(self) -> str:
