@@ -11,7 +11,7 @@ tells the agent how it ended.
 
 Screenshots (1280x800, light theme) and the measured seconds (``timings.json``)
 go to ``test-artifacts/e2e/agent-prompts/``. Defects seen in the prompt's
-layout are strict xfails at the end: they fail once fixed, to be unmarked.
+layout are checked at the end.
 """
 
 from __future__ import annotations
@@ -439,12 +439,7 @@ def test_ten_megabytes_of_code_show_without_hanging_the_page(
                target=BIG_TARGET_SECONDS)  # fmt: skip
 
 
-# -- known defects, kept as strict xfails (they fail loudly once fixed) ------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="the side panel draws its prompts' child widgets without "
-    "their Layout or classes: the editor and Run edited show before Edit",
-)
+# -- the prompt's layout in the side panel and in a cell ------------------------------------------
 def test_the_side_panel_prompt_hides_its_editor_until_edit(
     page: Page, opened, agent: Agent
 ) -> None:
@@ -457,11 +452,6 @@ def test_the_side_panel_prompt_hides_its_editor_until_edit(
     assert not any(shown.values()), shown
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="at 1280x800 the prompt's Run / Edit / Reject buttons "
-    "shrink beside the reason box and their labels are cut",
-)
 @pytest.mark.parametrize("where", ["side panel", "cell"])
 def test_the_prompt_buttons_read_whole(page: Page, opened, agent: Agent, where: str) -> None:
     nb = opened()

@@ -120,6 +120,7 @@ STYLE = """<style>
 .nbchat-md .math{display:inline-block;max-width:100%;contain:paint}
 .nbchat-md div.math{display:block;overflow-x:auto;overflow-y:hidden}
 .nbchat-md .nbchat-approval{contain:paint;max-width:100%}
+.nbchat-md .nbchat-approval pre.nbchat-lines{max-height:70vh;overflow-y:auto}
 .nbchat-md .nbchat-approval pre,.nbchat-md .nbchat-approval code{white-space:pre-wrap!important;
  overflow-wrap:anywhere!important;word-break:break-all!important;overflow-x:visible!important}
 .nbchat-md pre.nbchat-lines{counter-reset:nbchat-line;padding-left:3.6em}

@@ -594,7 +594,14 @@ function render({ model, el }) {
         const child = await model.widget_manager.get_model(id);
         const view = await model.widget_manager.create_view(child, {});
         views.set(id, view);
-        promptsEl.appendChild(view.el);
+        // Attached the Lumino way, so the prompt's widgets get their classes and layout
+        // (a plain appendChild leaves every view inside it undisplayed).
+        const lumino = view.luminoWidget || view.pWidget;
+        if (lumino && typeof lumino.constructor.attach === "function") {
+          lumino.constructor.attach(lumino, promptsEl);
+        } else {
+          promptsEl.appendChild(view.el);
+        }
         view.trigger("displayed");
       }
       toEnd();

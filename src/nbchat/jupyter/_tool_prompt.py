@@ -234,7 +234,8 @@ class ToolPrompt(widgets.VBox):
         """Run / Edit / Reject for code the model wants to run; Edit opens an editor."""
         run, edit = _button("Run", icon="play", button_style="primary"), _button("Edit")
         reject = _button("Reject", icon="times")
-        self.reason_box = widgets.Text(placeholder="why not (optional)")
+        self.reason_box = widgets.Text(placeholder="why not (optional)",
+                                       layout=widgets.Layout(flex="1 1 10em", min_width="8em"))
         # The editor holds what it draws: hidden characters as their escapes.
         self.editor = widgets.Textarea(
             markup.escape_hidden(code), rows=min(20, code.count("\n") + 2),
@@ -248,7 +249,8 @@ class ToolPrompt(widgets.VBox):
         reject.on_click(self._on_reject_button_click)
         self.run_edited.on_click(self._on_run_edited_button_click)
         self.buttons = (run, edit, reject, self.run_edited)
-        row = widgets.HBox([run, edit, reject, self.reason_box])
+        row = widgets.HBox([run, edit, reject, self.reason_box],
+                           layout=widgets.Layout(flex_flow="row wrap"))
         return widgets.VBox([row, self.editor, self.run_edited])
 
     # -- events ------------------------------------------------------------------
@@ -321,9 +323,9 @@ def _safe_output(body: markup.SafeHTML) -> widgets.Output:
 
 
 def _button(description: str, **kwargs: Any) -> widgets.Button:
-    return widgets.Button(
-        description=description, tooltip=description, layout=widgets.Layout(width="auto"), **kwargs
-    )
+    # Never shrunk below its label: a row too narrow wraps instead.
+    layout = widgets.Layout(width="auto", flex="0 0 auto", min_width="fit-content")
+    return widgets.Button(description=description, tooltip=description, layout=layout, **kwargs)
 
 
 def _matches(button: widgets.Button, value: object) -> bool:
