@@ -1,10 +1,12 @@
 /**
  * nbchat in JupyterLab: open the chat panel for the active notebook's kernel
  * (a left sidebar icon, a launcher tile, a palette command, a shortcut), and the
- * comm target through which that kernel may change its notebook.
+ * comm target through which that kernel may change its notebook, and code
+ * suggestions as ghost text.
  */
 import { ILabShell, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICommandPalette, Notification } from '@jupyterlab/apputils';
+import { ICompletionProviderManager } from '@jupyterlab/completer';
 import { IConsoleTracker } from '@jupyterlab/console';
 import { ILauncher } from '@jupyterlab/launcher';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
@@ -12,6 +14,7 @@ import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
 import { CommTargets } from './bridge';
+import { registerSuggestions } from './completion';
 import { openChat } from './open';
 
 const COMMAND = 'nbchat:open-chat';
@@ -163,4 +166,19 @@ async function report(app: JupyterFrontEnd, panel: NotebookPanel): Promise<void>
   Notification.warning(result.message, { autoClose: false, actions });
 }
 
-export default plugin;
+/**
+ * Code suggestions as ghost text (`completion.ts`), set under Settings › Inline
+ * Completer › nbchat provider. Registered before the app is restored: the inline
+ * completer reads the providers' settings schemas then.
+ */
+const suggestions: JupyterFrontEndPlugin<void> = {
+  id: 'nbchat:suggestions',
+  description: "Code suggestions from the server's model endpoint, as inline completions (ghost text).",
+  autoStart: true,
+  requires: [ICompletionProviderManager],
+  activate: (app: JupyterFrontEnd, manager: ICompletionProviderManager) => {
+    registerSuggestions(manager, app.serviceManager.serverSettings);
+  }
+};
+
+export default [plugin, suggestions];
