@@ -17,13 +17,14 @@ import sys
 import threading
 import time
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
 from ._anthropic import ANTHROPIC, Anthropic, openai_messages, request_problem
 from ._anthropic import prompt_tokens as anthropic_prompt_tokens
+from ._fim import FIM_CLASSES, FIM_PATHS, NOTHING, FimForm, fim_messages
 from ._protocols import (
     OLLAMA,
     OPENAI,
@@ -167,7 +168,8 @@ class Handler(BaseHTTPRequestHandler):
         if azure and isinstance(body, dict):
             body.setdefault("model", azure.group(1))  # the deployment is the model
         view = {"messages": _openai_view(protocol, body)} if (
-            protocol in (ANTHROPIC, RESPONSES) and isinstance(body, dict)) else {}  # fmt: skip
+            (protocol in (ANTHROPIC, RESPONSES) or isinstance(protocol, FIM_CLASSES))
+            and isinstance(body, dict)) else {}  # fmt: skip
         self.record = owner._record(
             **view,
             method=self.command,
@@ -198,6 +200,8 @@ class Handler(BaseHTTPRequestHandler):
         if owner.api_key is not None and not self._has_key(owner.api_key, protocol, path):
             return self._send_json(401, protocol.error(401))
         request = (self.command, path)
+        if self.command == "POST" and isinstance(protocol, FIM_CLASSES):
+            return self._fim(protocol, is_valid)
         if request == ("POST", protocol.chat_path) or (
             self.command == "POST" and AZURE_CHAT.match(path)
         ):
@@ -278,19 +282,8 @@ class Handler(BaseHTTPRequestHandler):
         owner = self.server.owner
         model = str(body.get("model"))
         reply = owner._pick(view)
-        if reply is not None and reply.hold:
-            self._pause(reply.hold)
-        if reply is not None and reply.status is not None:
-            headers = {}
-            if reply.retry_after is not None:
-                headers["Retry-After"] = _seconds(reply.retry_after)
-            if reply.error_body is not None:
-                page = reply.error_body.encode()
-                return self._send_bytes(reply.status, "text/plain; charset=utf-8", page, headers)
-            error = protocol.error(reply.status, reply.error_message)
-            return self._send_json(reply.status, error, headers)
-        if reply is not None and reply.empty_body:
-            return self._send_bytes(200, "application/json", b"")
+        if self._plays_failure(reply, protocol.error):
+            return
         answer = owner._answer(reply, view, model, body if protocol is ANTHROPIC else None)
         if protocol.is_stream(body):
             self._stream(reply or _NO_FAULTS, protocol.stream(answer, body))
@@ -299,6 +292,54 @@ class Handler(BaseHTTPRequestHandler):
                 RESPONSES.whole(answer, body) if protocol is RESPONSES else protocol.whole(answer)
             )
             self._whole(reply or _NO_FAULTS, dumps(whole).encode())
+
+    def _fim(self, form: FimForm, is_valid: bool) -> None:
+        """Fill-in-the-middle: checked as the form's server checks it, then answered by the
+        first rule the prefix matches, or with nothing (an empty middle)."""
+        owner = self.server.owner
+        body = self.record.body
+        if not is_valid or not isinstance(body, dict):
+            return self._send_json(400, form.bad_json())
+        problem = form.problem(body)
+        if problem is not None:
+            return self._send_json(400, form.error(400, problem))
+        model = body.get("model")
+        if form.model_required and (not isinstance(model, str) or not model):
+            return self._send_json(400, form.missing_model())
+        if form.model_required and not _is_known(str(model), owner.models, form):
+            return self._send_json(404, form.unknown_model(str(model)))
+        view = {**body, "messages": self.record.messages}
+        reply = owner._pick(view)
+
+        def error(status: int, message: str | None) -> Any:
+            return form.error(status, message or form.refusal(status, body))
+
+        if self._plays_failure(reply, error):
+            return
+        answer = owner._answer(reply or NOTHING, view, str(model or "scripted.gguf"))
+        if form.is_stream(body):
+            self._stream(reply or _NO_FAULTS, form.stream(answer, body))
+        else:
+            self._whole(reply or _NO_FAULTS, dumps(form.whole(answer, body)).encode())
+
+    def _plays_failure(self, reply: Reply | None, error: Callable[[int, str | None], Any]) -> bool:
+        """Play the reply's ``hold``, then its HTTP error or empty body; whether it answered."""
+        if reply is not None and reply.hold:
+            self._pause(reply.hold)
+        if reply is not None and reply.status is not None:
+            headers = {}
+            if reply.retry_after is not None:
+                headers["Retry-After"] = _seconds(reply.retry_after)
+            if reply.error_body is not None:
+                page = reply.error_body.encode()
+                self._send_bytes(reply.status, "text/plain; charset=utf-8", page, headers)
+            else:
+                self._send_json(reply.status, error(reply.status, reply.error_message), headers)
+            return True
+        if reply is not None and reply.empty_body:
+            self._send_bytes(200, "application/json", b"")
+            return True
+        return False
 
     # -- whole responses ----------------------------------------------------
 
@@ -460,9 +501,13 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def _protocol_of(path: str, headers: Any) -> Protocol:
-    """Ollama under ``/api``; Anthropic at ``/v1/messages`` or when the client names its
-    version (``GET /v1/models`` is both Anthropic's and OpenAI's); OpenAI's Responses at
+    """The fill-in-the-middle forms at their paths (``/infill``, ``/v1/completions``,
+    ``/beta/completions``, ``/v1/fim/completions``, ``/api/generate``); Ollama under
+    ``/api``; Anthropic at ``/v1/messages`` or when the client names its version
+    (``GET /v1/models`` is both Anthropic's and OpenAI's); OpenAI's Responses at
     ``/v1/responses``; else OpenAI."""
+    if path in FIM_PATHS:
+        return FIM_PATHS[path]
     if path == "/" or path.startswith("/api/"):
         return OLLAMA
     if path == RESPONSES.chat_path:
@@ -473,13 +518,15 @@ def _protocol_of(path: str, headers: Any) -> Protocol:
 
 
 def _openai_view(protocol: Protocol, body: dict[str, Any]) -> list[dict[str, Any]]:
+    if isinstance(protocol, FIM_CLASSES):
+        return fim_messages(protocol, body)
     return openai_messages(body) if protocol is ANTHROPIC else responses_messages(body)
 
 
 def _is_known(model: str, models: tuple[str, ...], protocol: Protocol) -> bool:
     if not models:
         return True
-    if protocol is OLLAMA:
+    if isinstance(protocol, Ollama):
         return ollama_name(model) in {ollama_name(m) for m in models}
     return model in models
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._anthropic import ANTHROPIC
+from ._fim import FIM_PATHS
 from ._protocols import OLLAMA, OPENAI
 from ._script import request_images
 
@@ -19,6 +20,9 @@ CHAT_PATHS = frozenset({OPENAI.chat_path, OLLAMA.chat_path, ANTHROPIC.chat_path}
 AZURE_CHAT = re.compile(r"^/openai/deployments/([^/]+)/chat/completions$")
 # Body fields that are not generation options (the rest are, on the OpenAI wire).
 _NOT_OPTIONS = frozenset({"model", "messages", "stream", "stream_options", "tools"})
+_OLLAMA_FIELDS = ("format", "keep_alive", "think", "raw")  # options outside ``options``
+# The text of a fill-in-the-middle request, not its options.
+_FIM_TEXT = frozenset({"prompt", "suffix", "input_prefix", "input_suffix", "input_extra"})
 
 
 @dataclass(eq=False)
@@ -36,7 +40,9 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any
-    protocol: str  # "openai", "ollama" or "anthropic"
+    # "openai", "ollama", "anthropic", "responses", or a fill-in-the-middle form:
+    # "llama-infill", "openai-completions", "mistral-fim", "ollama-generate"
+    protocol: str
     connection: tuple[str, int]  # the client's (host, port): same tuple, same connection
     messages: list[Any] = field(default_factory=list)
     model: str | None = None
@@ -53,6 +59,23 @@ class RecordedRequest:
         return path in CHAT_PATHS or AZURE_CHAT.match(path) is not None
 
     @property
+    def is_fim(self) -> bool:
+        """Whether this is a fill-in-the-middle (code completion) request, in any form."""
+        return self.path.split("?", 1)[0] in FIM_PATHS
+
+    @property
+    def fim_prefix(self) -> str:
+        """A fill-in-the-middle request's text before the cursor, as ``when`` matched it."""
+        form = FIM_PATHS.get(self.path.split("?", 1)[0])
+        return form.prefix(self.body) if form and isinstance(self.body, dict) else ""
+
+    @property
+    def fim_suffix(self) -> str:
+        """A fill-in-the-middle request's text after the cursor."""
+        form = FIM_PATHS.get(self.path.split("?", 1)[0])
+        return form.suffix(self.body) if form and isinstance(self.body, dict) else ""
+
+    @property
     def images(self) -> list[bytes]:
         """The images the request's messages carried, decoded, in order (both protocols)."""
         return request_images(self.messages)
@@ -65,12 +88,17 @@ class RecordedRequest:
         and tools (``max_tokens``, ``temperature``, ``seed``, ``tool_choice``, …).
         Ollama: its ``options`` object plus ``format``, ``keep_alive``, ``think``.
         Anthropic: every body field but model, messages, stream, system and tools.
+        Fill-in-the-middle: the same, less the text (``prompt``, ``suffix``,
+        ``input_prefix``, ``input_suffix``, ``input_extra``); Ollama's
+        ``/api/generate`` adds ``raw``.
         """
         body = self.body if isinstance(self.body, dict) else {}
         if self.protocol == "anthropic":
             return {k: v for k, v in body.items() if k not in _NOT_OPTIONS | {"system"}}
-        if self.protocol == "ollama":
+        if self.protocol in ("ollama", "ollama-generate"):
             found = dict(body.get("options") or {})
-            found.update({k: body[k] for k in ("format", "keep_alive", "think") if k in body})
+            found.update({k: body[k] for k in _OLLAMA_FIELDS if k in body})
             return found
+        if self.is_fim:
+            return {k: v for k, v in body.items() if k not in _NOT_OPTIONS | _FIM_TEXT}
         return {k: v for k, v in body.items() if k not in _NOT_OPTIONS}
