@@ -35,8 +35,49 @@ def paths(server: ScriptedServer) -> list[str]:
     return [request.path for request in server.requests]
 
 
+@pytest.mark.parametrize(
+    ("provider", "model", "server_options", "path", "form"),
+    [
+        ("openai", "nbchat-demo", {"context_size": 4096}, "/infill", "infill"),
+        ("openai", "nbchat-demo", {}, "/v1/completions", "completions"),
+        ("openai", "codestral-latest", {"models": ["codestral-latest"]}, "/v1/fim/completions",
+         "codestral"),
+        ("ollama", "nbchat-demo", {}, "/api/generate", "ollama"),
+    ],
+)
+def test_each_endpoint_is_asked_in_the_fim_form_it_offers(
+    provider: str, model: str, server_options: dict[str, Any], path: str, form: str
+) -> None:
+    with ScriptedServer(Reply("a + b", chunk_size=2), **server_options) as server:
+        client = client_for(server, provider)
+        asked = Infill(PREFIX, "\n\nprint(add(1, 2))", model, 16,
+                       (("The notebook's earlier cells", "import math"),))  # fmt: skip
+        assert "".join(iter_infill(client, asked)) == "a + b"
+        (request,) = [r for r in server.requests if r.path == path]
+        assert request.fim_prefix.endswith(PREFIX) and request.fim_suffix.startswith("\n\nprint")
+        assert "import math" in json.dumps(request.body)
+        assert client.fim_forms == {model: form}
+
+
+@pytest.mark.parametrize(
+    ("provider", "server_options", "refused"),
+    [("openai", {"context_size": 4096}, 501), ("openai", {}, 404), ("ollama", {}, 400)],
+)
+def test_a_form_the_model_refuses_falls_back_to_a_chat_prompt(
+    provider: str, server_options: dict[str, Any], refused: int
+) -> None:
+    with ScriptedServer(Reply(status=refused, times=1), Reply("a + b", when="<FILL>"),
+                        **server_options) as server:  # fmt: skip
+        client = client_for(server, provider)
+        assert "".join(iter_infill(client, Infill(PREFIX))) == "a + b"
+        assert client.fim_forms == {"nbchat-demo": "chat"}
+        assert "".join(iter_infill(client, Infill(PREFIX))) == "a + b"  # remembered: chat first
+        assert sum(r.is_fim for r in server.requests) == 1
+
+
 def test_a_chat_only_endpoint_gets_a_chat_prompt_and_its_fences_are_dropped() -> None:
-    with ScriptedServer(Reply("```python\na + b\n```", when="<FILL>")) as server:
+    refused = Reply(status=404, times=1)  # "a chat model, not for /v1/completions"
+    with ScriptedServer(refused, Reply("```python\na + b\n```", when="<FILL>")) as server:
         server_client = client_for(server)
         text = "".join(iter_infill(server_client, Infill(PREFIX, "\n\nprint(add(1, 2))")))
         assert text == "a + b\n"
@@ -67,7 +108,7 @@ def test_a_suggestion_is_cut_and_a_stop_closes_the_connection() -> None:
 def scripted() -> Any:
     with ScriptedServer(
         Reply(tokens=2000, delay=0.05, when="slow_one"),
-        Reply("a + b", when="<FILL>"),
+        Reply("a + b", when="return "),
     ) as server:
         yield server
 

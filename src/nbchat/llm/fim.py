@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import httpx
 
-from ..base.errors import ServerError
+from ..base.errors import ModelNotFound, ServerError
 from ..base.events import TextDelta
 from ..base.policy import Policy
 from . import _http
@@ -111,8 +111,10 @@ def iter_infill(client: Any, asked: Infill, stop: StopSignal | None = None) -> I
         pieces = _FORMS[form](client, request, stop)
         try:
             first = next(pieces, None)
-        except ServerError as exc:
-            if index == len(forms) - 1 or exc.status not in _NOT_OFFERED:
+        except (ServerError, ModelNotFound) as exc:
+            # A 404 reads as an unknown model; the chat form says so if it really is.
+            status = getattr(exc, "status", None) or 404
+            if index == len(forms) - 1 or status not in _NOT_OFFERED:
                 raise
             continue  # this endpoint or model does not take that form: the next one
         client.fim_forms[model] = form
