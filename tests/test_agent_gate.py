@@ -47,9 +47,10 @@ def reader(arguments: dict[str, Any]) -> str:
 
 
 @pytest.fixture
-def chat(tmp_path: Path) -> Chat:
+def chat(open_for: Any) -> Chat:
+    """A Chat over each store backend (a folder; a PostgreSQL schema when one runs)."""
     RAN.clear()
-    return Chat(store=tmp_path / "store", user="ana", base_url="http://127.0.0.1:9/v1",
+    return Chat(store=open_for("ana"), base_url="http://127.0.0.1:9/v1",
                 answering=answering_tools(runner, applied, reader))  # fmt: skip
 
 
@@ -235,7 +236,8 @@ def _record_run(code: str) -> str:
 
 
 def test_two_answers_racing_from_two_processes_run_it_once(
-    chat: Chat, tokens: TokenStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    chat: Chat, tokens: TokenStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    location: str,
 ) -> None:
     runs = tmp_path / "runs.txt"
     monkeypatch.setenv("RUNS_FILE", str(runs))
@@ -245,8 +247,8 @@ def test_two_answers_racing_from_two_processes_run_it_once(
     call_id = chat.pending_calls(thread)[0].call_id
     context = multiprocessing.get_context("spawn")
     said = context.Queue()
-    racers = [context.Process(target=_answer, args=(str(tmp_path / "store"), thread, call_id,
-                                                    said)) for _ in range(4)]  # fmt: skip
+    racers = [context.Process(target=_answer, args=(location, thread, call_id, said))
+              for _ in range(4)]  # fmt: skip
     for racer in racers:
         racer.start()
     for racer in racers:
