@@ -23,7 +23,9 @@ from .jupyterlab import JupyterLab, NotebookPage, open_notebook, screenshot, sta
 
 pytestmark = pytest.mark.e2e
 
-SETTINGS = Path("lab/user-settings/@jupyterlab/completer-extension/inline-completer.jupyterlab-settings")
+SETTINGS = Path(
+    "lab/user-settings/@jupyterlab/completer-extension/inline-completer.jupyterlab-settings"
+)
 PREFIX = "def add(a, b):\n    return "
 GHOST = ".jp-GhostText"
 MAX_SUGGESTION = 4000
@@ -45,10 +47,15 @@ def model_server() -> Iterator[ScriptedServer]:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory, model_server: ScriptedServer) -> Iterator[JupyterLab]:
+def lab(
+    tmp_path_factory: pytest.TempPathFactory, model_server: ScriptedServer
+) -> Iterator[JupyterLab]:
     base = tmp_path_factory.mktemp("inline-completion")
-    env = {"NBCHAT_BASE_URL": model_server.url, "NBCHAT_MODEL": "scripted-small",
-           "NBCHAT_STORE": str(base / "store")}
+    env = {
+        "NBCHAT_BASE_URL": model_server.url,
+        "NBCHAT_MODEL": "scripted-small",
+        "NBCHAT_STORE": str(base / "store"),
+    }
     with start_jupyterlab(base, env=env) as server:
         yield server
 
@@ -149,8 +156,7 @@ def test_typing_on_before_a_slow_suggestion_arrives_cancels_its_request(
     sent = completions(page)
     nb = open_notebook(page, enabled, [""], name="typing-on")
     type_in_cell(nb, 0, "total = a")
-    slow = model_server.wait_for(
-        lambda: next(iter(suggestion_requests(model_server)), None), 20)
+    slow = model_server.wait_for(lambda: next(iter(suggestion_requests(model_server)), None), 20)
     page.keyboard.type(" + ", delay=30)  # typed on while the suggestion is held
     model_server.wait_for(lambda: slow.disconnected, 10)
     assert not slow.completed
@@ -190,7 +196,10 @@ def test_hostile_suggestions_are_inserted_as_inert_text(
     wait_until(lambda: source(nb) == PREFIX + HOSTILE, "the hostile text inserted as it is", page)
     nb.screenshot("hostile")
     assert page.evaluate("window.__pwned") is None
-    assert page.evaluate("document.querySelectorAll('img[src=\"x\"], .jp-Notebook script').length") == 0
+    assert (
+        page.evaluate("document.querySelectorAll('img[src=\"x\"], .jp-Notebook script').length")
+        == 0
+    )
 
 
 def test_a_100_kb_suggestion_is_cut_at_4000_characters(
@@ -214,15 +223,17 @@ def test_the_browser_cuts_a_suggestion_at_4000_characters_itself(
     """Whatever the server sends: here a route standing in for it sends 100 KB."""
     pieces = [HOSTILE] + ["\U0001f600" * 500] * 200  # astral characters: no half pair at the cut
     body = "".join(json.dumps({"text": p}) + "\n" for p in pieces) + '{"done": true}\n'
-    page.route("**/nbchat/complete*", lambda route: route.fulfill(
-        status=200, content_type="application/x-ndjson", body=body))
+    page.route(
+        "**/nbchat/complete*",
+        lambda route: route.fulfill(status=200, content_type="application/x-ndjson", body=body),
+    )
     nb = open_notebook(page, enabled, [""], name="client-cut")
     type_in_cell(nb, 0, PREFIX)
     wait_until(lambda: len(ghost(page)) > 100, "the suggestion showed", page)
     time.sleep(0.5)
     page.keyboard.press("Tab")
     wait_until(lambda: source(nb) != PREFIX, "the suggestion inserted", page)
-    inserted = source(nb)[len(PREFIX):]
+    inserted = source(nb)[len(PREFIX) :]
     assert inserted.startswith(HOSTILE)
     units = len(inserted.encode("utf-16-le")) // 2  # JavaScript's length
     assert MAX_SUGGESTION - 1 <= units <= MAX_SUGGESTION
