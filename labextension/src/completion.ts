@@ -59,7 +59,7 @@ const SCHEMA: IInlineCompletionProvider['schema'] = {
     model: {
       title: 'Model',
       description:
-        "The model that suggests code; empty: the server's default (NBCHAT_MODEL, or the chat's model). " +
+        "The model that suggests code; empty: the server's default (NBCHAT_MODEL, else the endpoint's first model). " +
         'The endpoint and its keys are set on the server (NBCHAT_BASE_URL, NBCHAT_API_KEY, ...).',
       type: 'string'
     },

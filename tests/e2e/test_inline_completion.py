@@ -239,3 +239,58 @@ def test_the_browser_cuts_a_suggestion_at_4000_characters_itself(
     assert MAX_SUGGESTION - 1 <= units <= MAX_SUGGESTION
     assert inserted == "".join(pieces)[: len(inserted)]
     assert page.evaluate("window.__pwned") is None
+
+
+_JS_FILE_SOURCE = """
+(path) => {
+    const widget = Array.from(window.jupyterapp.shell.widgets('main'))
+        .find(w => w.context && w.context.path === path);
+    return widget ? widget.context.model.sharedModel.getSource() : null;
+}
+"""
+
+
+def test_in_a_python_file_too(page: Page, enabled: JupyterLab, model_server: ScriptedServer):
+    model_server.script(Reply("a * b", chunk_size=2, delay=0.05))
+    sent = completions(page)
+    (enabled.root_dir / "mul.py").write_text("import math\n\n")
+    page.goto(enabled.lab_url("mul.py"))
+    editor = page.locator(".jp-FileEditor .cm-content")
+    editor.wait_for(timeout=60_000)
+    editor.click()
+    page.keyboard.press("Control+End")
+    page.keyboard.type("def mul(a, b):", delay=30)
+    page.keyboard.press("Enter")
+    page.keyboard.type("return ", delay=30)
+    wait_until(lambda: ghost(page) == "a * b", "the suggestion showed in the file", page)
+    page.keyboard.press("Tab")
+    expected = "import math\n\ndef mul(a, b):\n    return a * b"
+    wait_until(
+        lambda: page.evaluate(_JS_FILE_SOURCE, "mul.py") == expected, "the file's text", page
+    )
+    assert len(sent) == 1, sent
+    assert sent[0]["path"] == "mul.py" and sent[0]["cells"] == []
+    assert sent[0]["prefix"] == "import math\n\ndef mul(a, b):\n    return "
+
+
+def test_the_settings_editor_shows_nbchat_and_its_settings_reach_the_request(
+    page: Page, lab: JupyterLab, model_server: ScriptedServer
+):
+    set_provider(lab, enabled=True, model="scripted-large", maxTokens=16)
+    model_server.reset()
+    model_server.script(Reply("1"))
+    sent = completions(page)
+    nb = open_notebook(page, lab, [""], name="settings")
+    type_in_cell(nb, 0, "n = ")
+    wait_until(lambda: ghost(page) == "1", "the suggestion showed", page)
+    assert sent[0]["model"] == "scripted-large" and sent[0]["max_tokens"] == 16
+    assert [r.model for r in suggestion_requests(model_server)][-1] == "scripted-large"
+
+    page.keyboard.press("Escape")
+    page.evaluate("window.jupyterapp.commands.execute('settingeditor:open', {query: 'Inline'})")
+    form = page.locator(".jp-SettingsPanel, .jp-SettingsEditor").first
+    wait_until(lambda: "nbchat provider" in form.inner_text(), "nbchat's settings listed", page)
+    text = form.inner_text()
+    for label in ("Model", "Maximum tokens", "Debouncer delay", "Enabled"):
+        assert label in text, label
+    screenshot(page, "inline-completion/settings-editor")
