@@ -9,6 +9,7 @@ refused. The route runs in a real Jupyter server, asked with the page's token.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from typing import Any
 
@@ -101,6 +102,17 @@ def test_a_suggestion_is_cut_and_a_stop_closes_the_connection() -> None:
         while not server.requests[-1].disconnected and time.monotonic() < deadline:
             time.sleep(0.05)
         assert server.requests[-1].disconnected
+
+
+def test_a_stop_before_the_endpoint_answers_closes_the_request_at_once() -> None:
+    with ScriptedServer(Reply("a + b", hold=8)) as server:
+        stop = StopSignal()
+        started = time.monotonic()
+        pieces = iter_infill(client_for(server), Infill(PREFIX), stop)
+        threading.Timer(0.5, stop.set).start()
+        assert list(pieces) == []
+        assert server.wait_for(lambda: server.requests[-1].disconnected, timeout=3.0)
+        assert time.monotonic() - started < 4  # not the 8 s the endpoint would have taken
 
 
 # -- the route --------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from typing import Any
 
 from jupyter_server.base.handlers import APIHandler
@@ -33,6 +34,7 @@ ROUTE = "nbchat/complete"
 MAX_CELLS = 20
 CELLS_CHARS = 3000
 VARIABLES_TIMEOUT = 0.5  # seconds: a busy kernel's variables are left out, not waited for
+VARIABLES_FOR = 10.0  # seconds a kernel's variables are reused: a pause in typing asks again
 
 
 class Completions:
@@ -42,6 +44,7 @@ class Completions:
         self.notebooks = notebooks
         self._client: tuple[Any, LLMClient] | None = None
         self._lock = threading.Lock()
+        self._variables_seen: dict[str, tuple[float, str]] = {}
 
     def client(self) -> LLMClient:
         settings = resolve()
@@ -57,13 +60,23 @@ class Completions:
             earlier = "\n\n".join(cells[-MAX_CELLS:])[-CELLS_CHARS:]
             found.append(("The notebook's earlier cells", scrub(earlier)))
         if path:
-            try:
-                text = await asyncio.wait_for(self._variables(path), VARIABLES_TIMEOUT)
-            except (asyncio.TimeoutError, NbchatError, Exception):  # noqa: BLE001 - optional
-                text = ""
+            text = await self._recent_variables(path)
             if text:
                 found.append(("Variables in the kernel (name: type)", scrub(text)))
         return tuple(found)
+
+    async def _recent_variables(self, path: str) -> str:
+        """The kernel's variables, asked at most every VARIABLES_FOR seconds; "" if it is busy."""
+        now = time.monotonic()
+        seen = self._variables_seen.get(path)
+        if seen is not None and now - seen[0] < VARIABLES_FOR:
+            return seen[1]
+        try:
+            text = await asyncio.wait_for(self._variables(path), VARIABLES_TIMEOUT)
+        except Exception:  # noqa: BLE001 - optional context: a busy or gone kernel adds none
+            text = ""
+        self._variables_seen[path] = (now, text)
+        return text
 
     async def _variables(self, path: str) -> str:
         import ast

@@ -83,14 +83,17 @@ def pooled_client(settings: Settings) -> httpx.Client:
     with _clients_lock:
         client = _clients.get(key)
         if client is None or client.is_closed:
-            timeout = httpx.Timeout(
-                settings.read_timeout,
-                connect=settings.connect_timeout,
-                pool=settings.connect_timeout,
-            )
-            client = httpx.Client(timeout=timeout, follow_redirects=True, trust_env=False)
+            client = own_client(settings)
             _clients[key] = client
         return client
+
+
+def own_client(settings: Settings) -> httpx.Client:
+    """A client of its own for one request, closed with it (from any thread, to stop it)."""
+    timeout = httpx.Timeout(
+        settings.read_timeout, connect=settings.connect_timeout, pool=settings.connect_timeout
+    )
+    return httpx.Client(timeout=timeout, follow_redirects=True, trust_env=False)
 
 
 @atexit.register
@@ -171,13 +174,15 @@ def send(
     model: str | None = None,
     options: Collection[str] = (),
     sleep: Callable[[float], None] = time.sleep,
+    client: httpx.Client | None = None,
 ) -> httpx.Response:
     """Send ``request`` (streamed) and return a 2xx response, retrying what may be retried.
 
     The caller must close the response. Non-retryable statuses and exhausted
-    retries become :class:`~nbchat.LLMError` subclasses.
+    retries become :class:`~nbchat.LLMError` subclasses. ``client`` is the
+    pooled one unless given (a request that must be closable before it is answered).
     """
-    client = pooled_client(settings)
+    client = pooled_client(settings) if client is None else client
     url = settings.base_url
     deadline = time.monotonic() + settings.retry_budget
     attempt = 0

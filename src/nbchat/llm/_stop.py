@@ -103,6 +103,16 @@ def shut(response: httpx.Response) -> None:
         shut_down(sock)
 
 
+def shut_client(client: httpx.Client) -> None:
+    """Shut every connection of ``client`` down (also one still waiting for its headers)."""
+    pool = getattr(getattr(client, "_transport", None), "_pool", None)
+    for connection in list(getattr(pool, "connections", ())):
+        stream = getattr(getattr(connection, "_connection", None), "_network_stream", None)
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if isinstance(sock, socket.socket):
+            shut_down(sock)
+
+
 def send_until_stopped(
     send: Callable[[], httpx.Response], stop: StopSignal
 ) -> httpx.Response | None:

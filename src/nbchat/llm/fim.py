@@ -29,7 +29,7 @@ from ..base.policy import Policy
 from . import _http
 from ._body import body_bytes
 from ._sse import LineDecoder, SSEDecoder
-from ._stop import StopSignal, send_until_stopped, shut
+from ._stop import StopSignal, send_until_stopped, shut_client
 
 Form = Literal["infill", "ollama", "completions", "codestral", "chat"]
 MAX_PREFIX = 8000  # characters before the cursor sent, the nearest kept
@@ -245,39 +245,50 @@ def _events(
 ) -> Iterator[Any]:
     """The JSON payloads of a streamed POST: SSE ``data`` lines or NDJSON lines."""
     settings = client.settings
-    request = _http.pooled_client(settings).build_request(
+    # A request of its own when it may be stopped: closing its client ends it, also
+    # before the endpoint has answered (a model loading), which the pool cannot do.
+    http = _http.pooled_client(settings) if stop is None else _http.own_client(settings)
+    request = http.build_request(
         "POST", url, headers={**_http.headers_for(settings), "Content-Type": "application/json"},
         content=json.dumps(body).encode(),
     )  # fmt: skip
 
     def send() -> httpx.Response:
-        return _http.send(settings.with_(max_retries=0), request, model=model,
+        return _http.send(settings.with_(max_retries=0), request, model=model, client=http,
                           detail=client.provider.error_detail)  # fmt: skip
 
-    with _http.redacting():
-        response = send() if stop is None else send_until_stopped(send, stop)
-        if response is None:
-            return
+    with _http.redacting(), _on_stop(stop, lambda: shut_client(http)):
         try:
-            hook: Callable[[], None] = lambda: shut(response)  # noqa: E731
-            with _on_stop(stop, hook):
-                decoder: SSEDecoder | LineDecoder = SSEDecoder() if sse else LineDecoder()
-                for chunk in body_bytes(response, settings.base_url):
-                    for payload in decoder.feed(chunk):
-                        if payload.strip() == "[DONE]":
-                            return
-                        try:
-                            yield json.loads(payload)
-                        except ValueError:
-                            continue
-                    if stop is not None and stop.is_set():
-                        return
+            response = send() if stop is None else send_until_stopped(send, stop)
+            if response is None:
+                return
+            try:
+                yield from _payloads(response, settings.base_url, sse, stop)
+            finally:
+                response.close()
         except Exception:
             if stop is not None and stop.is_set():
                 return  # the stop broke the connection: the suggestion just ends
             raise
         finally:
-            response.close()
+            if stop is not None:
+                http.close()
+
+
+def _payloads(
+    response: httpx.Response, url: str, sse: bool, stop: StopSignal | None
+) -> Iterator[Any]:
+    decoder: SSEDecoder | LineDecoder = SSEDecoder() if sse else LineDecoder()
+    for chunk in body_bytes(response, url):
+        for payload in decoder.feed(chunk):
+            if payload.strip() == "[DONE]":
+                return
+            try:
+                yield json.loads(payload)
+            except ValueError:
+                continue
+        if stop is not None and stop.is_set():
+            return
 
 
 def _on_stop(stop: StopSignal | None, hook: Callable[[], None]) -> Any:
