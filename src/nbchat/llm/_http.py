@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import random
 import re
+import ssl
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -93,7 +95,14 @@ def own_client(settings: Settings) -> httpx.Client:
     timeout = httpx.Timeout(
         settings.read_timeout, connect=settings.connect_timeout, pool=settings.connect_timeout
     )
-    return httpx.Client(timeout=timeout, follow_redirects=True, trust_env=False)
+    return httpx.Client(timeout=timeout, follow_redirects=True, trust_env=False,
+                        verify=_tls_context())  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1)
+def _tls_context() -> ssl.SSLContext:
+    """The certificate store, loaded once: loading it costs more than a loopback request."""
+    return httpx.create_ssl_context()
 
 
 @atexit.register
