@@ -220,10 +220,18 @@ def _check_mcp_tools(code: list[dict[str, Any]], cells: list[dict[str, Any]]) ->
     assert [text for _, text in _answers(_outputs_of(code, "%chat --answer Run"))] == ["Noted."]
 
 
+def _check_outside_agents(code: list[dict[str, Any]], cells: list[dict[str, Any]]) -> None:
+    fetched, rejected = [cell for cell in code if cell["source"].startswith("status = await")]
+    shown = "".join(_plain(output) for output in fetched["outputs"])
+    assert shown.startswith("done - run") and "total is now 20" in shown
+    assert "".join(_plain(output) for output in rejected["outputs"]).startswith("rejected - reject")
+
+
 CHECKS = {
     "01-quickstart.ipynb": _check_quickstart,
     "02-chat-history.ipynb": _check_history,
     "03-client-tools.ipynb": _check_client_tools,
     "04-your-data.ipynb": _check_your_data,
     "05-mcp-tools.ipynb": _check_mcp_tools,
+    "06-outside-agents.ipynb": _check_outside_agents,
 }
