@@ -200,6 +200,7 @@ def test_an_inserted_cell_appears_where_the_agent_asked(
     ]
     assert new["cell_type"] == "code"
     assert new["metadata"]["nbchat"]["agent_call"] == handle
+    assert new["metadata"]["nbchat"]["agent"] == "cells-agent"
     assert new.get("execution_count") is None and new.get("outputs") == []  # not run
     expect(nb.cell(1).locator(".jp-InputArea-editor")).to_have_text('print("from the agent")')
 

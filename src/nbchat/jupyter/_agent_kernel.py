@@ -210,8 +210,11 @@ def _apply(op: str, arguments: dict[str, Any], decision: CodeDecision) -> None:
     if bridge is None:
         gate.complete(handle, NO_FRONT_END)
         return
-    metadata = {"nbchat": {"agent_call": handle, "approved": str(decision),
-                           "edited": decision.action == "edit"}}  # fmt: skip
+    outside = (gate.store.get(int(handle.split(".")[0])).settings or {}).get("outside") or {}
+    metadata = {"nbchat": {
+        "agent": str(outside.get("agent", "")), "agent_call": handle,
+        "approved": str(decision), "edited": decision.action == "edit",
+    }}  # fmt: skip
     source = decision.code
 
     def done(reply: dict[str, Any]) -> None:
