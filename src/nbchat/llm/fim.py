@@ -108,7 +108,7 @@ def iter_infill(client: Any, asked: Infill, stop: StopSignal | None = None) -> I
                      request.language, request.temperature)  # fmt: skip
     forms = forms_for(client, model)
     for index, form in enumerate(forms):
-        pieces = _FORMS[form](client, request, stop)
+        pieces = (piece for piece in _FORMS[form](client, request, stop) if piece)
         try:
             first = next(pieces, None)
         except (ServerError, ModelNotFound) as exc:
@@ -172,32 +172,32 @@ def _ollama(
 def _completions(
     client: Any, request: Infill, stop: StopSignal | None
 ) -> Generator[str, None, None]:
-    body = {
-        "model": request.model, "prompt": request.context_text() + request.prefix,
-        "suffix": request.suffix, "max_tokens": request.max_tokens,
-        "temperature": request.temperature, "stream": True,
-    }  # fmt: skip
-    url = client.settings.base_url.rstrip("/") + "/completions"
-    for data in _events(client, url, body, request.model, stop, sse=True):
-        text = _choice(data).get("text")
-        if isinstance(text, str) and text:
-            yield text
+    """OpenAI-compatible ``/completions`` with a ``suffix`` (DeepSeek's beta too)."""
+    for choice in _suffixed(client, "/completions", request, stop):
+        yield choice.get("text") or ""
 
 
 def _codestral(
     client: Any, request: Infill, stop: StopSignal | None
 ) -> Generator[str, None, None]:
+    """Mistral's ``/fim/completions``: the same request, answered as chat deltas."""
+    for choice in _suffixed(client, "/fim/completions", request, stop):
+        delta = choice.get("delta")
+        yield (delta.get("content") or "") if isinstance(delta, dict) else ""
+
+
+def _suffixed(
+    client: Any, path: str, request: Infill, stop: StopSignal | None
+) -> Iterator[dict[str, Any]]:
+    """The first choice of each event of a ``prompt`` + ``suffix`` request at ``path``."""
     body = {
         "model": request.model, "prompt": request.context_text() + request.prefix,
         "suffix": request.suffix, "max_tokens": request.max_tokens,
         "temperature": request.temperature, "stream": True,
     }  # fmt: skip
-    url = client.settings.base_url.rstrip("/") + "/fim/completions"
+    url = client.settings.base_url.rstrip("/") + path
     for data in _events(client, url, body, request.model, stop, sse=True):
-        delta = _choice(data).get("delta")
-        text = delta.get("content") if isinstance(delta, dict) else None
-        if isinstance(text, str) and text:
-            yield text
+        yield _choice(data)
 
 
 def _chat(
