@@ -97,12 +97,21 @@ async def _session(url: str, token: str, action: Any) -> Any:
             return await action(session)
 
 
+def run_async(make: Any) -> Any:
+    """``asyncio.run(make())`` in a thread of its own: the test thread may hold a running
+    loop (Playwright's sync API keeps one for the whole session)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(make())).result()
+
+
 def mcp_tools(lab: JupyterLab, token: str) -> list[Any]:
     """The tools the endpoint lists, through the SDK's client."""
     async def listed(session: Any) -> Any:
         return (await session.list_tools()).tools
 
-    return asyncio.run(_session(endpoint(lab), token, listed))
+    return run_async(lambda: _session(endpoint(lab), token, listed))
 
 
 def mcp_call(lab: JupyterLab, token: str, tool: str, **arguments: Any) -> Any:
@@ -110,7 +119,7 @@ def mcp_call(lab: JupyterLab, token: str, tool: str, **arguments: Any) -> Any:
     async def called(session: Any) -> Any:
         return await session.call_tool(tool, arguments)
 
-    return asyncio.run(_session(endpoint(lab), token, called))
+    return run_async(lambda: _session(endpoint(lab), token, called))
 
 
 def result_data(result: Any) -> Any:

@@ -7,7 +7,6 @@ in the notebook's kernel, through a second front end (jupyter_client).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import urllib.error
@@ -27,6 +26,7 @@ from agent_helpers import (
     mint,
     rest,
     result_data,
+    run_async,
     run_cell,
     start_session,
     tokens,
@@ -349,7 +349,8 @@ def test_the_stdio_bridge_relays_to_the_endpoint(lab: Any, base: Path, notebook:
             result = await session.call_tool("list_variables", {"path": notebook.name})
             return names, result
 
-    names, result = asyncio.run(use(mint(base)))
+    token = mint(base)
+    names, result = run_async(lambda: use(token))
     assert "run_code" in names and "call_status" in names
     assert "counter: int" in result_data(result)["result"]
 
