@@ -181,8 +181,9 @@ def _read(arguments: dict[str, Any]) -> str:
 
     path = str(arguments.get("notebook", ""))
     session = os.environ.get("JPY_SESSION_NAME", "")
-    where = session if session.replace("\\", "/").endswith(path) else path
-    with open(where, encoding="utf-8") as file:
+    if not path or not session.replace("\\", "/").endswith(path):
+        return f"This kernel cannot find the file of {path!r} (it may have been renamed)."
+    with open(session, encoding="utf-8") as file:
         notebook = json.load(file)
     return cells_text(notebook, path, int(arguments.get("start", 0)),
                       int(arguments.get("count", 20)))  # fmt: skip
@@ -279,6 +280,8 @@ class KernelNotebooks:
         return [NotebookSession(self.path, "this-kernel", "python3", "python", "idle")]
 
     async def read(self, path: str) -> dict[str, Any]:
+        if path != self.path:  # only this notebook's own file, never another path
+            raise FileNotFoundError(path)
         try:
             with open(path, encoding="utf-8") as file:
                 return dict(json.load(file))
