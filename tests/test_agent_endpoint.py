@@ -381,3 +381,16 @@ def test_a_handle_answers_its_call_whichever_thread_is_current(
     done = result_data(mcp_call(lab, second, "call_status", handle=two["handle"]))
     assert done["state"] == "done"
     assert notebook.run("print(counter)").strip() == "11"
+
+
+def test_a_token_minted_in_a_notebook_is_shown_only_in_a_widget(
+    lab: Any, base: Path, notebook: Any
+) -> None:
+    shown = notebook.run('%chat --agent-token "notebook agent" --agent-tools read --agent-days 1')
+    assert "Agent token" in shown and "(the agent token, shown in this widget only)" in shown
+    assert "nbchat_agent_" not in shown  # not in any text a saved notebook keeps
+    minted = [t for t in tokens(base).tokens() if t.label == "notebook agent"]
+    assert [t.classes for t in minted] == [("read",)]
+    unquoted = notebook.run("%chat --agent-token two words --agent-days 1")
+    assert "quote a label of several words" in unquoted
+    assert "revoked" in notebook.run(f"%chat --revoke-agent {minted[0].id}").lower()

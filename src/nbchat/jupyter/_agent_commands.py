@@ -50,7 +50,11 @@ def token_store(chat: Chat) -> TokenStore:
 
 def mint_token(owner: Any, opts: Any, text: str) -> None:
     """``--agent-token LABEL``: a new agent token, its secret shown once."""
-    label = " ".join([opts.agent_token, text]).strip()
+    if text:  # options after an unquoted label would be taken for more of it
+        raise UsageError(f"quote a label of several words, then give the options: "
+                         f"%chat --agent-token \"{opts.agent_token} {text.split(' -')[0]}\" "
+                         "--agent-scope PATHS")  # fmt: skip
+    label = opts.agent_token.strip()
     scope = [p.strip() for p in (opts.agent_scope or "").split(",") if p.strip()] or [""]
     classes = [c.strip() for c in (opts.agent_tools or ",".join(CLASSES)).split(",")]
     days = opts.agent_days if opts.agent_days is not None else DEFAULT_DAYS
@@ -80,8 +84,12 @@ def _show_secret(token: AgentToken, secret: str, url: str) -> None:
     import ipywidgets as widgets
     from IPython.display import display
 
-    box = widgets.Text(value=secret, disabled=True, description="Token",
-                       layout=widgets.Layout(width="100%"))  # fmt: skip
+    class SecretBox(widgets.Text):
+        def __repr__(self) -> str:  # the text/plain a saved notebook keeps: never the value
+            return "(the agent token, shown in this widget only)"
+
+    box = SecretBox(value=secret, disabled=True, description="Token",
+                    layout=widgets.Layout(width="100%"))  # fmt: skip
     print("\n".join(lines))
     display(box)  # a widget's value is not in the saved notebook's outputs
 
