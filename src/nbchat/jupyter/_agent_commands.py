@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from ..agents.gate import AGENT_MODEL, TOOL_PREFIX
 from ..agents.tokens import CLASSES, DEFAULT_DAYS, AgentToken, TokenStore
 from ..base import markup
 from ..base.errors import InputError
@@ -137,16 +136,10 @@ def show_agents(owner: Any, opts: Any, text: str) -> None:
 
 
 def _waiting(chat: Chat) -> tuple[list[Any], list[Any]]:
-    mine: list[Any] = []
-    elsewhere: list[Any] = []
-    for info in chat.store.threads():
-        if info.model != AGENT_MODEL:
-            continue
-        for call in chat.pending_calls(info.id):
-            if call.tool.startswith(TOOL_PREFIX):
-                shown_here = _agent_kernel.is_mine(call.arguments.get("notebook"))
-                (mine if shown_here else elsewhere).append(call)
-    return mine, elsewhere
+    """The agents' waiting calls: this notebook's, and the others'."""
+    calls = _agent_kernel.agent_calls(chat)
+    mine = [call for call in calls if _agent_kernel.is_mine(call.arguments.get("notebook"))]
+    return mine, [call for call in calls if call not in mine]
 
 
 def _scope(token: AgentToken) -> str:

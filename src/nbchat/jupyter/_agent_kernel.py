@@ -29,6 +29,7 @@ from ..base.errors import ToolRequirementsNotMet
 from ..context import describe
 from ..context.run_code import CodeDecision, RunCode
 from .notebook_tools import HIDDEN, Notebook
+from .notebook_tools import kind_of as notebook_kind
 
 _PATHS: set[str] = set()  # the server-relative paths of this kernel's notebook
 _SHOWN: set[str] = set()  # the calls whose prompt this kernel has shown
@@ -74,15 +75,10 @@ def _is_plain(value: object, depth: int = 0) -> bool:
 
 
 def _kind(value: object) -> str:
-    name = type(value).__name__
-    if not _is_plain(value):
-        return f"{name} (from {type(value).__module__})"
-    shape = getattr(value, "shape", None)
-    if isinstance(shape, tuple) and all(isinstance(n, int) for n in shape):
-        return f"{name} {'×'.join(f'{n:,}' for n in shape)}"
-    if isinstance(value, list | tuple | dict | set | frozenset | str | bytes):
-        return f"{name} of {len(value):,}"
-    return name
+    """``list_variables``' kind and size, without touching an object of the notebook's classes."""
+    if not _is_plain(value):  # its shape or len() would be the notebook's own code
+        return f"{type(value).__name__} (from {type(value).__module__})"
+    return notebook_kind(value)
 
 
 def variables_text() -> str:
@@ -129,17 +125,19 @@ def seen(call_id: str) -> None:
     _SHOWN.add(call_id)
 
 
-def waiting_calls(chat: Any) -> list[Any]:
-    """The outside agents' calls that wait for this kernel's notebook, oldest first."""
+def agent_calls(chat: Any) -> list[Any]:
+    """Every outside agent's call that waits, whichever notebook it is for, oldest first."""
     calls = []
     for info in chat.store.threads():
         if info.model == AGENT_MODEL:
-            calls += [call for call in chat.pending_calls(info.id) if _is_for_me(call)]
+            calls += [call for call in chat.pending_calls(info.id)
+                      if call.tool.startswith(TOOL_PREFIX)]  # fmt: skip
     return sorted(calls, key=lambda call: (call.thread_id, call.turn))
 
 
-def _is_for_me(call: Any) -> bool:
-    return call.tool.startswith(TOOL_PREFIX) and is_mine(call.arguments.get("notebook"))
+def waiting_calls(chat: Any) -> list[Any]:
+    """The outside agents' calls that wait for this kernel's notebook, oldest first."""
+    return [call for call in agent_calls(chat) if is_mine(call.arguments.get("notebook"))]
 
 
 def _chat() -> Any:

@@ -128,7 +128,7 @@ class Notebook:
     def list_variables(self) -> str:
         """The user's variables, one a line: name, type and size (no values)."""
         namespace = self.shell.user_ns
-        lines = [f"{name}: {_kind(namespace[name])}" for name in self.variable_names()]
+        lines = [f"{name}: {kind_of(namespace[name])}" for name in self.variable_names()]
         return "\n".join(lines) or "The notebook defines no variables yet."
 
     def read_cell(self, number: int) -> str:
@@ -250,7 +250,8 @@ def _repr(value: object) -> str:
     return text if len(text) <= 4000 else text[:4000] + " …"
 
 
-def _kind(value: object) -> str:
+def kind_of(value: object) -> str:
+    """A value's type and size (shape, or length), never its value."""
     shape = getattr(value, "shape", None)
     name = type(value).__name__
     if isinstance(shape, tuple) and all(isinstance(n, int) for n in shape):
