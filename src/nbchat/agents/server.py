@@ -335,12 +335,14 @@ def _output_text(output: dict) -> str:
     return f"({', '.join(sorted(data)) or 'empty'} output)"
 
 
-async def _in_kernel(notebooks: Notebooks, path: str, call: str) -> str:
+async def kernel_text(notebooks: Notebooks, path: str, call: str) -> str:
+    """What nbchat's kernel-side read ``call`` returns in the notebook's kernel, scrubbed and cut.
+
+    ``call`` is a call of :mod:`nbchat.jupyter._agent_kernel` (``"variables_text()"``);
+    KernelBusy when the kernel does not answer in time.
+    """
     expression = f"__import__('nbchat.jupyter._agent_kernel', fromlist=['_']).{call}"
-    try:
-        text = await notebooks.evaluate(path, expression)
-    except KernelBusy:
-        return "The kernel is busy running a cell; try again when it is idle."
+    text = await notebooks.evaluate(path, expression)
     try:
         value = ast.literal_eval(text)  # the repr of the str the kernel returned
     except (ValueError, SyntaxError):
@@ -348,3 +350,10 @@ async def _in_kernel(notebooks: Notebooks, path: str, call: str) -> str:
     if not isinstance(value, str):
         value = json.dumps(value)
     return cut_scrubbed(value, lambda whole: whole[:READ_CHARS])
+
+
+async def _in_kernel(notebooks: Notebooks, path: str, call: str) -> str:
+    try:
+        return await kernel_text(notebooks, path, call)
+    except KernelBusy:
+        return "The kernel is busy running a cell; try again when it is idle."

@@ -23,6 +23,7 @@ from typing import Any
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
+from ..agents.server import kernel_text
 from ..base._secrets import scrub
 from ..base.config import resolve
 from ..base.errors import NbchatError
@@ -79,13 +80,7 @@ class Completions:
         return text
 
     async def _variables(self, path: str) -> str:
-        import ast
-
-        raw = await self.notebooks.evaluate(
-            path, "__import__('nbchat.jupyter._agent_kernel', fromlist=['_']).variables_text()"
-        )
-        value = ast.literal_eval(raw)
-        return value if isinstance(value, str) else ""
+        return await kernel_text(self.notebooks, path, "variables_text()")
 
 
 def _request(body: Any) -> tuple[Infill, str, list[str]]:
