@@ -23,8 +23,8 @@ from typing import Any, Literal
 
 from ..base._visible import for_terminal
 from ..base.errors import AgentRefused, ThreadNotFound
-from ..base.records import PendingCall, Prompt, ToolCall
-from ..engine._pending import complete_outside
+from ..base.records import PendingCall, Prompt
+from ..engine._pending import call_arguments, called, complete_outside
 from ..store.base import Store, Thread, Turn
 from .tokens import AgentToken
 
@@ -155,7 +155,7 @@ class AgentGate:
         """Give the call ``handle`` names its result (a change the front end made) and end it."""
         thread_id, index = _parse_handle(handle)
         turn = self.store.get(thread_id).turns[index]
-        first = _first_call(turn)
+        first = called(turn)
         if first is None or turn.status != "streaming":
             return  # ended already (or not ours): the first result stands
         call = PendingCall(thread_id, index, first.id, first.name, {}, Prompt("code", ""))
@@ -194,13 +194,13 @@ class AgentGate:
 
     def _call(self, thread: Thread, index: int) -> AgentCall:
         turn = thread.turns[index]
-        call = _first_call(turn)
+        call = called(turn)
         tool = call.name.removeprefix(TOOL_PREFIX) if call is not None else "?"
         notebook = ""
         if turn.pending:
             notebook = str(turn.pending[0].arguments.get("notebook", ""))
         elif call is not None:
-            notebook = str(_arguments(call).get("notebook", ""))
+            notebook = str(call_arguments(call).get("notebook", ""))
         handle = f"{thread.id}.{index}"
         state, answer, result = _outcome(turn)
         return AgentCall(handle, tool, notebook, state, answer, result, turn.started)
@@ -222,28 +222,10 @@ def _turn_with_call(thread: Thread, call_id: str) -> int | None:
         turn = thread.turns[index]
         if now - turn.started > RETRY_WINDOW:
             break
-        first = _first_call(turn)
+        first = called(turn)
         if first is not None and first.id == call_id:
             return index
     return None
-
-
-def _first_call(turn: Turn) -> ToolCall | None:
-    for message in turn.messages:
-        for call in message.get("tool_calls") or ():
-            try:
-                return ToolCall.from_dict(call)
-            except ValueError:
-                return None
-    return None
-
-
-def _arguments(call: ToolCall) -> dict[str, Any]:
-    try:
-        loaded = json.loads(call.arguments)
-    except ValueError:
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
 
 
 def _outcome(turn: Turn) -> tuple[State, str, str]:

@@ -26,7 +26,7 @@ from ..base.errors import (
 from ..base.events import Event, RanCode, ToolResult, TurnFinished
 from ..base.markup import fence
 from ..base.messages import Message
-from ..base.records import AnsweredCall, PendingCall
+from ..base.records import AnsweredCall, PendingCall, RecordError, ToolCall
 from ..store.base import Store, Thread, Turn
 from ..tools import ClientTool, Toolbox, ToolContext
 from .history import ChatHistory
@@ -313,14 +313,28 @@ def complete_outside(store: Store, call: PendingCall, output: str | None) -> Tur
                              messages=messages, finished=time.time())  # fmt: skip
 
 
+def called(turn: Turn, call_id: str | None = None) -> ToolCall | None:
+    """The tool call ``call_id`` (or the first one) as the turn's messages keep it."""
+    for message in turn.messages:
+        for data in message.get("tool_calls") or ():
+            try:
+                call = ToolCall.from_dict(data)
+            except RecordError:
+                return None
+            if call_id is None or call.id == call_id:
+                return call
+    return None
+
+
+def call_arguments(call: ToolCall | None) -> dict[str, Any]:
+    """A stored call's arguments as a dict ({} when they are not a JSON object)."""
+    try:
+        loaded = json.loads(call.arguments) if call is not None else {}
+    except ValueError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
 def _called_code(turn: Turn, call_id: str) -> str:
     """The ``code`` argument of the call ``call_id`` as the turn's messages keep it."""
-    for message in turn.messages:
-        for call in message.get("tool_calls") or ():
-            if call.get("id") == call_id:
-                try:
-                    arguments = json.loads(call.get("function", {}).get("arguments") or "{}")
-                except ValueError:
-                    return ""
-                return str(arguments.get("code", "")) if isinstance(arguments, dict) else ""
-    return ""
+    return str(call_arguments(called(turn, call_id)).get("code", ""))
