@@ -314,8 +314,8 @@ def test_hostile_code_is_kept_whole_and_shown_escaped(lab: Any, base: Path, note
               for c in _waiting_calls(store_gate)}  # fmt: skip
     assert stored[call["handle"]] == code
     assert stored[huge["handle"]] == big
-    shown = notebook.run("%chat --agents")
-    assert "\\u202e" not in shown or "onerror" not in shown.replace("\\u202e", "")
+    shown = notebook.run("%env NBCHAT_LIVE=0\n%chat --agents")  # the prompts as text
+    assert "\\u2066" in shown and "\u2066" not in shown  # the text prompt draws its escape
     refused = notebook.run(f"%chat --answer {call['handle']} run")
     assert "does not run" in refused or "draw nothing" in refused
     notebook.run(f"%chat --answer {huge['handle']} 'reject: too big'")
