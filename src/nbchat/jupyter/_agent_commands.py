@@ -18,7 +18,6 @@ from IPython.core.error import UsageError
 from ..agents.tokens import CLASSES, DEFAULT_DAYS, AgentToken, TokenStore
 from ..base import markup
 from ..base.errors import InputError
-from . import _agent_kernel
 
 if TYPE_CHECKING:
     from ..engine.chat import Chat
@@ -122,6 +121,7 @@ def show_agents(owner: Any, opts: Any, text: str) -> None:
         return
     print(f"{len(mine)} agent call{'s' * (len(mine) > 1)} wait{'s' * (len(mine) == 1)} for "
           "your answer here:")  # fmt: skip
+    from . import _agent_kernel
     from .prompts import show_tool_prompts
     from .render import detect_mode
 
@@ -137,6 +137,8 @@ def show_agents(owner: Any, opts: Any, text: str) -> None:
 
 def _waiting(chat: Chat) -> tuple[list[Any], list[Any]]:
     """The agents' waiting calls: this notebook's, and the others'."""
+    from . import _agent_kernel  # the kernel's side loads with the first agent command
+
     calls = _agent_kernel.agent_calls(chat)
     mine = [call for call in calls if _agent_kernel.is_mine(call.arguments.get("notebook"))]
     return mine, [call for call in calls if call not in mine]
