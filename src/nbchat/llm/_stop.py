@@ -103,6 +103,13 @@ def shut(response: httpx.Response) -> None:
         shut_down(sock)
 
 
+def on_stop(
+    stop: StopSignal | None, hook: Callable[[], None]
+) -> contextlib.AbstractContextManager[None]:
+    """:meth:`StopSignal.on_set`, or nothing when there is no signal."""
+    return contextlib.nullcontext() if stop is None else stop.on_set(hook)
+
+
 def shut_client(client: httpx.Client) -> None:
     """Shut every connection of ``client`` down (also one still waiting for its headers)."""
     pool = getattr(getattr(client, "_transport", None), "_pool", None)

@@ -6,7 +6,6 @@ Every error raised while talking to the endpoint leaves through
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import threading
@@ -32,7 +31,7 @@ from ..base.policy import Policy
 from . import _grammar, _http, discovery
 from ._body import Counted, body_bytes, drain, parse_json
 from ._protocol import Provider, Reply
-from ._stop import StopSignal, retry_sleep, send_until_stopped, shut
+from ._stop import StopSignal, on_stop, retry_sleep, send_until_stopped, shut
 from .anthropic import CONTEXT_SIZE as ANTHROPIC_CONTEXT
 from .anthropic import AnthropicProvider
 from .azure import AzureProvider
@@ -149,9 +148,7 @@ class LLMClient:
                     return
                 response = sent
             try:
-                with contextlib.nullcontext() if stop is None else stop.on_set(
-                    lambda: shut(response)
-                ):
+                with on_stop(stop, lambda: shut(response)):
                     counted = Counted(body_bytes(response, self.settings.base_url))
                     events = self.provider.decode_stream(counted)
                     if grammar is not None:

@@ -29,7 +29,7 @@ from ..base.policy import Policy
 from . import _http
 from ._body import body_bytes
 from ._sse import LineDecoder, SSEDecoder
-from ._stop import StopSignal, send_until_stopped, shut_client
+from ._stop import StopSignal, on_stop, send_until_stopped, shut_client
 
 Form = Literal["infill", "ollama", "completions", "codestral", "chat"]
 MAX_PREFIX = 8000  # characters before the cursor sent, the nearest kept
@@ -257,7 +257,7 @@ def _events(
         return _http.send(settings.with_(max_retries=0), request, model=model, client=http,
                           detail=client.provider.error_detail)  # fmt: skip
 
-    with _http.redacting(), _on_stop(stop, lambda: shut_client(http)):
+    with _http.redacting(), on_stop(stop, lambda: shut_client(http)):
         try:
             response = send() if stop is None else send_until_stopped(send, stop)
             if response is None:
@@ -289,12 +289,6 @@ def _payloads(
                 continue
         if stop is not None and stop.is_set():
             return
-
-
-def _on_stop(stop: StopSignal | None, hook: Callable[[], None]) -> Any:
-    import contextlib
-
-    return contextlib.nullcontext() if stop is None else stop.on_set(hook)
 
 
 _FORMS: dict[Form, Callable[[Any, Infill, StopSignal | None], Generator[str, None, None]]] = {
