@@ -42,9 +42,10 @@ def test_another_role_cannot_read_or_change_rows_even_with_sql(pg_schema: PgSche
     store = open_store(ana_url, ana)
     tid = store.new_thread("m", title="secret plans")
     store.append_response(tid, "my secret", "kept")
+    store.add_kernel_spent("kernel-1", 2.5)
     open_store(bob_url, bob).new_thread("m")
     with psycopg.connect(bob_url, autocommit=True) as conn:
-        for table in ("nbchat_threads", "nbchat_turns", "nbchat_users"):
+        for table in ("nbchat_threads", "nbchat_turns", "nbchat_users", "nbchat_kernel_spending"):
             owners = conn.execute(f"SELECT DISTINCT owner FROM {table}").fetchall()
             assert owners in ([(bob,)], [])
         count = "SELECT count(*) FROM nbchat_turns WHERE owner = %s"
@@ -52,6 +53,8 @@ def test_another_role_cannot_read_or_change_rows_even_with_sql(pg_schema: PgSche
         cursor = conn.execute("UPDATE nbchat_turns SET answer = 'stolen' WHERE owner = %s", [ana])
         assert cursor.rowcount == 0
         assert conn.execute("DELETE FROM nbchat_threads WHERE owner = %s", [ana]).rowcount == 0
+        lowered = "UPDATE nbchat_kernel_spending SET spent = 0 WHERE owner = %s"
+        assert conn.execute(lowered, [ana]).rowcount == 0
         forged = (
             "INSERT INTO nbchat_threads (owner, id, title, model, settings, created, updated) "
             "VALUES (%s, 99, 'x', 'm', '{}', 0, 0)"
@@ -65,6 +68,7 @@ def test_another_role_cannot_read_or_change_rows_even_with_sql(pg_schema: PgSche
             conn.execute("ALTER TABLE nbchat_turns DISABLE ROW LEVEL SECURITY")
     assert store.thread_details(tid) == [("my secret", "kept")]
     assert store.thread_list() == [(tid, "secret plans")]
+    assert store.kernel_spent("kernel-1") == 2.5
 
 
 def test_a_role_under_row_security_keeps_only_its_own_threads(pg_schema: PgSchema) -> None:

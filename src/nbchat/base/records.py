@@ -178,6 +178,10 @@ class Prompt:
         )
 
 
+BUDGET_TOOL = "over_budget"  # the tool name of a budget's own question (nbchat.engine._budget)
+BUDGET_CALL_ID = "nbchat-budget-"  # how the ids of those questions start
+
+
 @dataclass(frozen=True)
 class PendingCall:
     """A client-tool call waiting for the person's answer."""
@@ -192,6 +196,11 @@ class PendingCall:
     @property
     def call(self) -> ToolCall:
         return ToolCall(self.call_id, self.tool, json.dumps(self.arguments))
+
+    @property
+    def asks_budget(self) -> bool:
+        """Whether this is a budget's question (go on past it?), not a call the model made."""
+        return self.tool == BUDGET_TOOL and self.call_id.startswith(BUDGET_CALL_ID)
 
     @property
     def shows_arguments(self) -> bool:

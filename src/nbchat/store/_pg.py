@@ -41,13 +41,13 @@ try:
 except ImportError:  # pragma: no cover - reported by Database.open
     psycopg = None  # type: ignore[assignment]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 CONNECT_TIMEOUT = 10.0
 POOL_SIZE = 4  # a kernel rarely runs more than two operations at once
 MARK = "\ue000"
 _MIGRATION_LOCK = 0x6E62636861745F31  # the ASCII of "nbchat_1": one schema migrator at a time
 
-TABLES = ("nbchat_users", "nbchat_threads", "nbchat_turns")
+TABLES = ("nbchat_users", "nbchat_threads", "nbchat_turns", "nbchat_kernel_spending")
 
 # Migration n (1-based) brings the schema from version n - 1 to n. Row-level security:
 # a role that neither owns the tables nor bypasses RLS sees and writes only the rows
@@ -120,6 +120,21 @@ MIGRATIONS: tuple[str, ...] = (
     # 3: the objects attached to a question (notebook context).
     """
     ALTER TABLE nbchat_turns ADD COLUMN context jsonb NOT NULL DEFAULT '[]';
+    """,
+    # 4: what each kernel of a user has spent, so a kernel's budget survives its restarts.
+    """
+    CREATE TABLE nbchat_kernel_spending (
+        owner text NOT NULL,
+        kernel text NOT NULL,
+        spent double precision NOT NULL,
+        started double precision NOT NULL,
+        updated double precision NOT NULL,
+        PRIMARY KEY (owner, kernel)
+    );
+    GRANT SELECT, INSERT, UPDATE, DELETE ON nbchat_kernel_spending TO PUBLIC;
+    ALTER TABLE nbchat_kernel_spending ENABLE ROW LEVEL SECURITY;
+    CREATE POLICY own_rows ON nbchat_kernel_spending
+        USING (owner = current_user) WITH CHECK (owner = current_user);
     """,
 )
 

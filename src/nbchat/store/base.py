@@ -24,6 +24,8 @@ from ..base.records import AnsweredCall, PendingCall, RecordError
 SCHEMA = 1
 STATUSES = ("streaming", "complete", "incomplete", "interrupted", "failed", "suspended")
 TITLE_MAX = 200
+KERNEL_KEY_MAX = 200
+SPENDING_DAYS = 30  # a kernel's spending nobody added to for this long is forgotten
 _UNSET: Any = object()
 T = TypeVar("T")
 
@@ -130,7 +132,11 @@ class Store(Protocol):
     returned survives the process being killed and is seen at once by other
     processes. Thread ids are sequential per user and never reused. Records
     read back are checked; damaged ones raise StoreCorrupt naming
-    :meth:`location` and are left as they are.
+    :meth:`location` and are left as they are. Beside the threads it keeps
+    what each of the user's kernels has spent, in dollars
+    (:meth:`kernel_spent`, :meth:`add_kernel_spent`), so that a kernel's
+    budget holds across its restarts; what nobody added to for
+    ``SPENDING_DAYS`` days is forgotten.
     """
 
     user: str
@@ -168,6 +174,8 @@ class Store(Protocol):
         self, thread_id: int, turn: int, call_id: str, *, output: str, answer: AnsweredCall
     ) -> Turn: ...
     def location(self, thread_id: int | None = None) -> str: ...
+    def kernel_spent(self, kernel: str) -> float: ...
+    def add_kernel_spent(self, kernel: str, amount: float) -> float: ...
 
 
 def _check_user(user: object) -> str:
@@ -205,6 +213,20 @@ def _check_title(title: object, *, allow_empty: bool = False) -> str:
     if len(text) > TITLE_MAX:
         raise InputError(f"the title has {len(text)} characters; keep it to {TITLE_MAX} or fewer")
     return text
+
+
+def _check_kernel(kernel: object) -> str:
+    if not isinstance(kernel, str) or not kernel.strip() or len(kernel) > KERNEL_KEY_MAX:
+        raise InputError(f"a kernel is named by a non-empty string of at most {KERNEL_KEY_MAX} "
+                         f"characters, got {kernel!r:.60}")  # fmt: skip
+    return kernel
+
+
+def _check_amount(amount: object) -> float:
+    dollars = float(amount) if isinstance(amount, Real) and not isinstance(amount, bool) else -1.0
+    if not 0 <= dollars < float("inf"):
+        raise InputError(f"an amount spent is dollars of 0 or more, got {amount!r}")
+    return dollars
 
 
 def _check_index(turn: object) -> int:
@@ -273,7 +295,8 @@ def _claim_changes(
     """The changes to *current* that record *answer* to its pending call *call_id*.
 
     The call's entry moves to ``answered``, the tool message with *output*
-    joins the messages and, once no call waits any more, the turn turns
+    joins the messages (not for a budget's question, which the model did not
+    ask) and, once no call waits any more, the turn turns
     "streaming". A call answered already raises AlreadyAnswered (naming the
     answer that won); one that does not wait raises NoPendingCall.
     """
@@ -293,8 +316,9 @@ def _claim_changes(
     tool_message = {
         "role": "tool", "tool_call_id": call_id, "name": waiting[0].tool, "content": output,
     }  # fmt: skip
+    result = [] if waiting[0].asks_budget else [tool_message]  # the model made no such call
     return {
-        "messages": [*current.messages, tool_message],
+        "messages": [*current.messages, *result],
         "pending": pending,
         "answered": [*(a.to_dict() for a in current.answered), answer.to_dict()],
         "status": "suspended" if pending else "streaming",

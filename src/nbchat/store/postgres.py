@@ -62,12 +62,15 @@ from ._pg import (
 from ._pgrows import TURN_COLUMNS, encode_changes, search_match, turn_from_row
 from .base import (
     _UNSET,
+    SPENDING_DAYS,
     SearchHit,
     Thread,
     ThreadInfo,
     Turn,
+    _check_amount,
     _check_index,
     _check_json,
+    _check_kernel,
     _check_model,
     _check_optional_str,
     _check_query,
@@ -364,6 +367,34 @@ class PostgresStore:
             checked = {name: _check_turn_field(name, value) for name, value in changes.items()}
             row = self._write_turn(conn, tid, index, checked, current.status, writer)
         return self._turn(tid, row, {writer})
+
+    def kernel_spent(self, kernel: str) -> float:
+        """What ``kernel`` (a key the front end chose) has spent, in dollars."""
+        key = _check_kernel(kernel)
+        with self._db.connection(self._timeout) as conn:
+            row = conn.execute(
+                "SELECT spent FROM nbchat_kernel_spending WHERE owner = %s AND kernel = %s",
+                [self.user, enc_text(key)],
+            ).fetchone()
+        return float(row[0]) if row is not None and 0 <= row[0] < 1e12 else 0.0
+
+    def add_kernel_spent(self, kernel: str, amount: float) -> float:
+        """Add ``amount`` dollars to what ``kernel`` has spent; the new total (one transaction)."""
+        key, dollars, now = _check_kernel(kernel), _check_amount(amount), time.time()
+        with self._db.connection(self._timeout) as conn, conn.transaction():
+            conn.execute("DELETE FROM nbchat_kernel_spending WHERE owner = %s AND updated < %s",
+                         [self.user, now - SPENDING_DAYS * 86400])  # fmt: skip
+            row = conn.execute(
+                """
+                INSERT INTO nbchat_kernel_spending AS k (owner, kernel, spent, started, updated)
+                VALUES (%(user)s, %(kernel)s, %(amount)s, %(now)s, %(now)s)
+                ON CONFLICT (owner, kernel) DO UPDATE
+                    SET spent = k.spent + EXCLUDED.spent, updated = EXCLUDED.updated
+                RETURNING spent
+                """,
+                {"user": self.user, "kernel": enc_text(key), "amount": dollars, "now": now},
+            ).fetchone()  # fmt: skip
+        return float(row[0])
 
     # -- inside a transaction ---------------------------------------------------------------
 

@@ -9,6 +9,7 @@ Layout (one folder per user, so users never share a file or a lock)::
         index-<id // 100>.json      listing cache for up to 100 threads: title, model,
                                     created, updated, turns + stamp of the thread file
         writers/<token>.lock        held by each process that may stream a turn
+        spending.json               what each kernel has spent (see nbchat.store._spending)
 
 The thread file is the only truth. Every change to a thread (append, turn
 update, rename, settings) rewrites that one file atomically and nothing
@@ -63,6 +64,7 @@ from ..base.errors import (
     ThreadNotFound,
 )
 from ..base.records import AnsweredCall, PendingCall, RecordError
+from . import _spending
 from ._files import Entry, UserFolder, is_writer_alive, not_a_folder, writer_token
 from ._storage import corrupt, fsync_dir, load_json, open_db
 from ._threadfile import (
@@ -85,8 +87,10 @@ from .base import (
     Thread,
     ThreadInfo,
     Turn,
+    _check_amount,
     _check_index,
     _check_json,
+    _check_kernel,
     _check_model,
     _check_optional_str,
     _check_query,
@@ -351,6 +355,18 @@ class ThreadStore:
         if thread_id is None:
             return str(self._folder.path)
         return str(self._folder.thread(self._check_id(thread_id)))
+
+    def kernel_spent(self, kernel: str) -> float:
+        """What ``kernel`` (a key the front end chose) has spent, in dollars."""
+        key = _check_kernel(kernel)
+        with self._folder.locked():
+            return _spending.spent(self._folder.path, key)
+
+    def add_kernel_spent(self, kernel: str, amount: float) -> float:
+        """Add ``amount`` dollars to what ``kernel`` has spent; the new total."""
+        key, dollars = _check_kernel(kernel), _check_amount(amount)
+        with self._folder.locked():
+            return _spending.add(self._folder.path, key, dollars)
 
     # -- inside the lock ---------------------------------------------------------------
 
