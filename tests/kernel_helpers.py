@@ -190,6 +190,11 @@ class Kernel:
     def __exit__(self, *exc_info: object) -> None:
         self.shutdown()
 
+    def restart(self) -> None:
+        """Restart the kernel as the front end's Restart does: the same connection file."""
+        self.manager.restart_kernel(now=True)
+        self.client.wait_for_ready(timeout=self.startup_timeout)
+
     def interrupt(self) -> None:
         """Interrupt the kernel (SIGINT), as the front end's stop button does."""
         self.manager.interrupt_kernel()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from nbchat import Chat, OverBudget
-from nbchat.engine._budget import KERNEL
 from nbchat.testing import Reply, ScriptedServer
 from shell_helpers import asked
 
@@ -50,9 +49,9 @@ def test_the_estimate_counts_max_tokens_for_the_answer(scripted_server, tmp_path
         chat.ask(thread, "Short?", options={"max_tokens": 2000})
 
 
-def test_the_kernel_budget_counts_what_this_process_spent(scripted_server, tmp_path, priced):
+def test_the_kernel_budget_counts_what_this_kernel_spent(scripted_server, tmp_path, priced):
     scripted_server.script(Reply("word " * 500))  # 500 tokens out: $0.20 spent
-    chat = make_chat(scripted_server, tmp_path, kernel_budget=KERNEL.spent + 0.1)
+    chat = make_chat(scripted_server, tmp_path, kernel_budget=0.1)  # a new store: $0 so far
     first, second = chat.new_thread(), chat.new_thread()
     chat.ask(first, "One", options={"max_tokens": 5})  # estimated at 5 tokens out
     with pytest.raises(OverBudget) as raised:
@@ -144,3 +143,38 @@ def test_a_new_thread_made_for_a_question_over_budget_is_not_left_behind(run, se
     assert "No threads yet" in run("%chat --list").out
     assert run("%chat --over-budget -n Tell me everything").error is None
     assert len(asked(server)) == 1
+
+
+def test_a_budget_stop_shows_in_the_cell_show_and_the_panel(run, ip, server, monkeypatch):
+    from nbchat.jupyter._messages import conversation_view
+
+    monkeypatch.setenv("NBCHAT_PRICES", '{"scripted-small": [10.0, 40.0]}')
+    monkeypatch.setenv("NBCHAT_MAX_BUDGET", "0.01")
+    monkeypatch.setenv("NBCHAT_HARD_BUDGET", "1")
+    server.script(Reply("", tool_calls=[("probe", {})], when=lambda body: bool(body.get("tools"))))
+    run("import nbchat\n@nbchat.tool\ndef probe() -> str:\n    'Look again.'\n"
+        "    return 'nothing yet ' * 10\n%config ChatMagics.tools = ['probe']")  # fmt: skip
+    cell = run("%chat --max-tokens 10 Find it")
+    assert cell.error is None and "stopped by the budget: going on would cost ≈ $" in cell.out
+    shown = run("%chat --show")
+    assert "(stopped by the budget: going on would cost ≈ $" in shown.out
+    assert "NBCHAT_MAX_BUDGET" in shown.out and "hard limit" in shown.out
+    chat = ip.magics_manager.registry["ChatMagics"].chat
+    _, plain = conversation_view(chat.store.get(chat.store.threads()[0].id))
+    assert "stopped by the budget: going on would cost" in plain
+
+
+def test_a_budget_crossed_mid_turn_asks_in_the_cell_and_answer_yes_goes_on(run, server,
+                                                                          monkeypatch):  # fmt: skip
+    monkeypatch.setenv("NBCHAT_PRICES", '{"scripted-small": [10.0, 40.0]}')
+    server.script(Reply("", tool_calls=[("probe", {})], times=2,
+                        when=lambda body: bool(body.get("tools"))), Reply("Found."))  # fmt: skip
+    run("import nbchat\n@nbchat.tool\ndef probe() -> str:\n    'Look again.'\n"
+        "    return 'nothing yet ' * 10\n%config ChatMagics.tools = ['probe']\n"
+        "%config ChatMagics.budget = 0.0065")  # fmt: skip
+    cell = run("%chat --max-tokens 10 Find it")
+    assert "crosses your budget (ChatMagics.budget" in cell.out and "Go on?" in cell.out
+    assert 0 < len(asked(server)) < 3  # it asked before the model's last round
+    while "Found." not in (answered := run("%chat --answer yes")).out:
+        assert "Go on?" in answered.out and answered.error is None
+    assert [len(r.messages) for r in asked(server)] == [1, 3, 5]  # each request went once

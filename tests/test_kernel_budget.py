@@ -1,12 +1,14 @@
-"""Budgets in a real kernel: the line that stops a question, the yes, and the cap that holds."""
+"""Budgets in a real kernel: the line that stops a question, the yes, the cap that holds, and
+what a kernel spent, which its restart keeps."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from kernel_helpers import Kernel, module_kernel
+from kernel_helpers import Kernel, kernel_env, module_kernel
 from nbchat.testing import Reply, ScriptedServer
 from shell_helpers import asked
 
@@ -51,3 +53,28 @@ def test_the_administrators_hard_cap_cannot_be_lifted_from_the_notebook(kernel, 
                      interactive=False)  # fmt: skip
     assert "NBCHAT_MAX_KERNEL_BUDGET" in run.text() and "hard limit" in run.text()
     assert len(asked(server)) == before
+
+
+def test_what_a_kernel_spent_survives_its_restart_and_a_new_kernel_starts_at_zero(
+    scripted_server: ScriptedServer, tmp_path: Path
+) -> None:
+    server = scripted_server  # its own: the module's server answers "Sent." first
+    env = kernel_env(tmp_path / "kernel", NBCHAT_BASE_URL=server.url, NBCHAT_USER="kim",
+                     NBCHAT_STORE=str(tmp_path / "store"), NBCHAT_MODEL="scripted-small",
+                     NBCHAT_PRICES='{"scripted-small": [100, 400]}')  # fmt: skip
+    setup = "%load_ext nbchat\n%config ChatMagics.builtin_tools = False"
+    server.script(Reply("word " * 500))  # 500 tokens out: $0.20 spent
+    with Kernel(env, cwd=tmp_path) as kernel:
+        kernel.ok(setup)
+        kernel.ok("%chat --max-tokens 5 Spend a little", interactive=False)
+        kernel.restart()
+        kernel.ok(f"{setup}\n%config ChatMagics.kernel_budget = 0.1")
+        before = len(asked(server))
+        refused = kernel.run("%chat --max-tokens 5 And again", interactive=False)
+        assert "crosses your budget (ChatMagics.kernel_budget" in refused.text()
+        assert "with $0.20 spent in this kernel" in refused.text()
+        assert len(asked(server)) == before  # the restart did not forget what was spent
+    with Kernel(env, cwd=tmp_path) as fresh:  # another kernel: its own spending, from $0
+        fresh.ok(f"{setup}\n%config ChatMagics.kernel_budget = 0.1")
+        fresh.ok("%chat --max-tokens 5 And again", interactive=False)
+        assert len(asked(server)) == before + 1

@@ -3,27 +3,34 @@
 :class:`_Asking` sits between :class:`~._engine._Engine` and
 :class:`~.chat.Chat`: the steps from a stored thread to the request, shared
 by asking, previewing and compacting, so that a preview builds what the
-question then sends. The summary itself is :mod:`._compaction`.
+question then sends. The summary itself is :mod:`._compaction`; :meth:`_Asking._answer` runs a
+thread's turn from there, every request checked against the budgets.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..base._secrets import Scrubbed, noting_scrubs
 from ..base.config import ENV_WINDOW
-from ..base.errors import InputError
+from ..base.errors import InputError, OverBudget
+from ..base.events import Event, Usage
+from ..base.messages import Message, wire_messages
 from ..base.options import Options, check_options
-from ..base.policy import Policy
+from ..base.policy import Policy, budget_cap
+from ..base.records import PendingCall
 from ..context import as_items
 from ..llm import _endpoints
+from ..llm._stop import StopSignal
 from ..mcp.tools import Selection
 from ..store.base import Store, Thread
 from ..tools import Toolbox, ToolContext
 from . import _pending
+from ._answer import Answer
+from ._budget import Spending
 from ._compaction import (
     SETTING,
     Summarizer,
@@ -36,10 +43,11 @@ from ._compaction import (
     summary_tokens,
     with_summary,
 )
-from ._endings import fit_history, prompt_budget
+from ._endings import fit_history, prompt_budget, wire_tokens
 from ._engine import _Engine, check_text, check_tool_choice, provider_only, thread_options
 from ._preview import Preview, Sources
-from ._turn import NullRecorder
+from ._recorders import ThreadRecorder
+from ._turn import NullRecorder, add_usage, run_turn
 from .history import ChatHistory
 
 
@@ -123,7 +131,8 @@ class _Asking(_Engine):
         unknown, when the model is too small to summarise well (the oldest
         turns are then dropped), or when the model's reply could not be used.
         ``covers`` summarises the first ``covers`` turns now, fitting or not.
-        The summary is saved with the thread, whatever its window setting.
+        The summary is saved with the thread, whatever its window setting. A
+        summary that would cross a budget raises OverBudget, nothing sent.
         """
         thread = self.store.get(thread_id)
         model = Policy.from_env().model(model or thread.model) or thread.model
@@ -134,7 +143,10 @@ class _Asking(_Engine):
         history.chat_as_user("(the next question)")
         offered = self._offered(model, (thread.settings or {}).get("builtin_tools"))
         compacted = self._compacted(thread, len(thread.turns), self._with_instructions(history),
-                                    model, options, offered, make=True, window="summarize")
+                                    model, options, offered, make=True, window="summarize",
+                                    spending=self._spending_for(thread.turns,
+                                                                thread_id=thread.id),
+                                    strict=True)  # fmt: skip
         return compacted.summary
 
     def _window_of(self, thread: Thread) -> Window:
@@ -157,9 +169,15 @@ class _Asking(_Engine):
         *,
         make: bool,
         window: Window | None = None,
+        spending: Spending | None = None,
+        strict: bool = False,
     ) -> Compacted:
         """``history`` (the question last) with a summary for the turns the window cannot
-        hold, when the window is ``summarize``; the summary is made if ``make``."""
+        hold, when the window is ``summarize``; the summary is made if ``make``.
+
+        ``spending`` checks the summary's requests: one over a budget is not sent
+        and the oldest turns are left out instead (OverBudget raised if ``strict``).
+        """
         llm = self.llm
         size = llm.context_size(model, options)
         if (window or self._window_of(thread)) != "summarize" or self._is_small(model) or not size:
@@ -176,8 +194,13 @@ class _Asking(_Engine):
             return Compacted(history, needs_summary=True)
         budget = int(prompt_budget(size, options, tools) / scale)
         covers = summary_covers(history, thread, upto, budget, summary_tokens(size))
-        made = None if not covers else summarize(
-            thread, covers, Summarizer(llm, model, size, provider_only(options)), summary)
+        maker = Summarizer(llm, model, size, provider_only(options), spending)
+        try:
+            made = summarize(thread, covers, maker, summary) if covers else None
+        except OverBudget:
+            if strict:
+                raise
+            made = None
         if made is None:
             return Compacted(history)
         self._save_summary(thread, made)
@@ -195,7 +218,8 @@ class _Asking(_Engine):
         summary = current_summary(thread, len(thread.turns))
         if summary is not None and summary.covers == covers:
             return summary
-        maker = Summarizer(self.llm, model, size, provider_only(options))
+        maker = Summarizer(self.llm, model, size, provider_only(options),
+                           self._spending_for(thread.turns, thread_id=thread.id))
         made = summarize(thread, covers, maker, summary)
         if made is not None:
             self._save_summary(thread, made)
@@ -238,6 +262,75 @@ class _Asking(_Engine):
         if endpoint is not None and saved is not None and saved != endpoint:
             thread.settings = {**(thread.settings or {}), "endpoint": endpoint}
             self.store.update_thread(thread.id, settings=thread.settings)
+
+    def _answer(
+        self,
+        thread: Thread,
+        turn: int,
+        history: ChatHistory,
+        model: str,
+        options: Options,
+        spending: Spending,
+        *,
+        before: Sequence[Event] = (),
+        messages: Sequence[Mapping[str, Any]] = (),
+        text: str = "",
+        mcp: Selection = None,
+        usage: Usage | None = None,
+    ) -> Answer:
+        """The turn as an Answer that can be stopped, after the events ``before`` it.
+
+        ``spending`` checks each of its requests; ``usage`` is what the turn
+        reported already (a resumed turn), to which a summary made now adds.
+        """
+        stop = StopSignal()
+
+        def events() -> Iterator[Event]:
+            yield from before
+            builtin = (thread.settings or {}).get("builtin_tools")
+            recorder = ThreadRecorder(self.store, thread.id, turn)
+            offered = self._offered(model, builtin, mcp)
+            compacted = self._compacted(thread, turn, self._with_instructions(history), model,
+                                        options, offered, make=True, spending=spending)
+            covered = compacted.summary.covers if compacted.summary is not None else 0
+            spec = self._spec(
+                compacted.history, model, options, offered,
+                tool_context=ToolContext(self.store.user, thread.user, self.permissions,
+                                         thread.id),
+                recorder=recorder, thread_id=thread.id, turn=turn,
+                messages=[Message.from_dict(m) for m in messages],  # as the store keeps them
+                text=text, stop=stop, summarized_turns=covered, spending=spending,
+                usage=add_usage(usage, spending.side),
+            )  # fmt: skip
+            try:
+                yield from run_turn(spec)
+            finally:  # after the front end has shown the answer
+                if recorder.status in ("complete", "incomplete"):
+                    self._answered(thread)
+
+        return Answer.streaming(events(), stop)
+
+    def _answered(self, thread: Thread) -> None:
+        """Called once a turn of ``thread`` was answered (Chat titles a new thread here)."""
+
+    def _check_hard_cap(self, thread: Thread, call: PendingCall) -> None:
+        """OverBudget before an answer to ``call`` is taken when the turn could not go on
+        after it: the request it leads to would cross the administrator's hard cap. The
+        call then waits on, not run, to be answered once the cap allows."""
+        others = [c for c in _pending.waiting(thread) if c.turn == call.turn and c != call]
+        if not budget_cap().hard or others:
+            return  # a soft limit asks once the turn goes on; other calls still wait
+        turn = thread.turns[call.turn]
+        spending = self._spending_for(thread.turns[:call.turn], turn, thread_id=thread.id)
+        if not spending.limited:
+            return
+        history = self._with_instructions(self._thread_history(thread, upto=call.turn))
+        history.chat_as_user(turn.query, context=turn.context)
+        sent = wire_messages(history.system, [*history, *map(Message.from_dict, turn.messages)])
+        model = turn.model or thread.model
+        tools = self._offered(model, (thread.settings or {}).get("builtin_tools")).schemas()
+        spending.check_hard(wire_tokens(sent, tools or None), self._turn_options(thread, turn),
+                            model)  # fmt: skip
 
     def _thread_history(self, thread: Thread, *, upto: int, clean: bool = True) -> ChatHistory:
         return _pending.thread_history(

@@ -8,7 +8,9 @@ turns stay in the store; the :class:`Summary` is kept in the thread's settings
 with how many turns it covers and a digest of them, so it is made once and
 reused (also by another process) until those turns change. It is written from
 the stored turns only, with no tools offered; a reply that failed, was cut,
-or called a tool is not used, and the oldest turns are dropped as before.
+or called a tool is not used, and the oldest turns are dropped as before. Each
+request is checked against the budgets first (:mod:`._budget`): one that would
+cross a budget is not sent, and its usage counts toward the question's cost.
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ from typing import Any, Literal
 from ..base._delimiters import block
 from ..base.content import estimate_tokens
 from ..base.errors import ConfigError, NbchatError
-from ..base.events import ReplyFinished, TextDelta, ToolCallRequested
+from ..base.events import ReplyFinished, TextDelta, ToolCallRequested, UsageReported
 from ..base.messages import Message, wire_messages
 from ..llm import LLMClient
 from ..store.base import Thread
-from ._endings import ending_of, prompt_budget
+from ._budget import Spending
+from ._endings import ending_of, prompt_budget, wire_tokens
 from ._pending import closed, history_turns
 from .history import ChatHistory
 
@@ -140,12 +143,14 @@ def with_summary(history: ChatHistory, thread: Thread, upto: int, summary: Summa
 
 @dataclass(frozen=True)
 class Summarizer:
-    """What making a summary needs: the endpoint, the model, its window, the options."""
+    """What making a summary needs: the endpoint, the model, its window, the options, and
+    what the question may spend (each request is checked first, its usage counted)."""
 
     llm: LLMClient
     model: str
     context_size: int
     options: Mapping[str, Any]
+    spending: Spending | None = None
 
 
 def summarize(thread: Thread, covers: int, maker: Summarizer,
@@ -220,6 +225,10 @@ def _request(part: str, done: str, maker: Summarizer) -> list[dict[str, Any]]:
 def _ask(maker: Summarizer, messages: list[dict[str, Any]]) -> str | None:
     """The reply's text when the model finished it, called no tool and wrote something."""
     options = {**maker.options, "max_tokens": summary_tokens(maker.context_size)}
+    spending = maker.spending
+    if spending is not None:  # OverBudget: the summary is not made
+        options = {**spending.admit(wire_tokens(messages), options, maker.model,
+                                    purpose="summary")}  # fmt: skip
     parts: list[str] = []
     reason: str | None = None
     try:
@@ -230,6 +239,8 @@ def _ask(maker: Summarizer, messages: list[dict[str, Any]]) -> str | None:
                 return None
             elif type(event) is ReplyFinished:
                 reason = event.finish_reason
+            elif type(event) is UsageReported and spending is not None:
+                spending.add(event.usage, maker.model, side=True)
     except NbchatError:
         return None
     text = "".join(parts).strip()

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..base.events import ToolCall
-from .history import ChatHistory, estimate_tokens, history_tokens
+from .history import ChatHistory, estimate_tokens, history_tokens, sent_tokens
 
 Ending = Literal["complete", "length", "incomplete", "refused"]
 COMPLETE_REASONS = frozenset({"stop", "tool_calls", "function_call", "end_turn", "eos"})
 REFUSALS = frozenset({"refusal", "content_filter"})  # Anthropic's; OpenAI's and Gemini's filter
+BUDGET_REASON = "budget"  # the finish reason kept for a turn a budget stopped or suspended
 ANSWER_RESERVE = 1024  # tokens kept free for the answer when max_tokens is not set
 SAFETY = 0.9  # the token estimate is rough: use 90% of what is left
 
@@ -61,8 +62,7 @@ def prompt_budget(
     """
     limit = options.get("max_tokens")
     reserve = limit if isinstance(limit, int) else min(ANSWER_RESERVE, context_size // 4)
-    schema = estimate_tokens(json.dumps(list(tools))) if tools else 0
-    return max(0, int((context_size - reserve - schema) * SAFETY))
+    return max(0, int((context_size - reserve - _schema_tokens(tools)) * SAFETY))
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,18 @@ def request_tokens(
     history: ChatHistory, tools: Sequence[Mapping[str, Any]] | None = None
 ) -> int:
     """The estimated prompt of a request: its history and its tool schemas."""
-    return history_tokens(history) + (estimate_tokens(json.dumps(list(tools))) if tools else 0)
+    return history_tokens(history) + _schema_tokens(tools)
+
+
+def wire_tokens(
+    messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None
+) -> int:
+    """:func:`request_tokens` of a request as sent: its message dicts and its tool schemas."""
+    return sent_tokens(messages) + _schema_tokens(tools)
+
+
+def _schema_tokens(tools: Sequence[Mapping[str, Any]] | None) -> int:
+    return estimate_tokens(json.dumps(list(tools))) if tools else 0
 
 
 def refit_history(

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..base._secrets import Scrubbed, noting_scrubs, remember
 from ..base.config import ENV_TOOLLESS_MODELS, Settings, resolve
 from ..base.errors import InputError, NbchatError
-from ..base.events import Event, TurnFinished
 from ..base.options import Options, check_options, env_options, merge_options
 from ..base.policy import budget_cap
 from ..context import as_items
@@ -28,8 +27,9 @@ from ..mcp.tools import Selection, mcp_tool_named, mcp_tools
 from ..store.base import Thread, Turn
 from ..tools import BUILTIN_CLIENT_TOOLS, ClientTool, Toolbox, ToolContext
 from ._answer import Answer
-from ._budget import KERNEL, Budget, check_budget, estimate, usage_cost
+from ._budget import Budget, Spending
 from ._endings import fit_history, refit_history, request_tokens
+from ._kernel_spending import PROCESS, Ledger
 from ._preview import Preview, Sources, preview_of
 from ._recorders import HistoryRecorder
 from ._turn import NullRecorder, TurnSpec, round_request, run_turn
@@ -198,32 +198,38 @@ class _Engine:
         """Prices for the administrator's caps: the dearest known (see ``dearest_prices``)."""
         return dearest_prices(self.prices or {})
 
+    def _ledger(self) -> Ledger:
+        """What this kernel has spent: in this process only (a Chat keeps it in its store)."""
+        return PROCESS
+
+    def _spending_for(
+        self,
+        earlier: Iterable[Turn] = (),
+        current: Turn | None = None,
+        *,
+        raised: Mapping[str, float] | None = None,
+        thread_id: int | None = None,
+    ) -> Spending:
+        """What a question may spend: the budgets and caps now, what was spent before it."""
+        return Spending(
+            Budget.resolve(self.budget, self.kernel_budget), budget_cap(),
+            (self._prices(), self._cap_prices()), self._ledger(), earlier=earlier,
+            current=current, raised=raised, thread_id=thread_id,
+        )  # fmt: skip
+
     def _check_budget(
         self,
         preview: Callable[[], Preview],
-        turns: Sequence[Turn],
+        spending: Spending,
         options: Mapping[str, Any],
         *,
         confirmed: bool,
-        thread_id: int | None = None,
     ) -> None:
-        """Raise OverBudget when the question ``preview`` builds would cross a budget."""
-        budget, cap = Budget.resolve(self.budget, self.kernel_budget), budget_cap()
-        if budget.thread is None and budget.kernel is None and not cap.is_set:
+        """Raise OverBudget when the first request ``preview`` builds would cross a budget."""
+        if not spending.limited:
             return
         built = preview()
-        mine, theirs = self._prices(), self._cap_prices()
-        guess = estimate(built.tokens, options, built.model, mine.get(built.model))
-        cap_guess = estimate(built.tokens, options, built.model, theirs.get(built.model))
-        check_budget(guess, cap_guess, turns, (mine, theirs), budget, cap,
-                     confirmed=confirmed, thread_id=thread_id)  # fmt: skip
-
-    def _spending(self, events: Iterator[Event]) -> Iterator[Event]:
-        """``events``, each finished turn's cost added to what this kernel has spent."""
-        for event in events:
-            if type(event) is TurnFinished and event.usage is not None:
-                KERNEL.add(usage_cost(event.usage, self._cap_prices().get(event.model)))
-            yield event
+        spending.check_first(built.tokens, options, built.model, confirmed=confirmed)
 
     def _preview(
         self, spec: TurnSpec, sources: Sources, noted: Sequence[Scrubbed] = ()
@@ -247,9 +253,10 @@ class _Engine:
         over_budget: bool = False,
     ) -> Answer:
         spec = self._history_spec(question, history, model, update, options, attached, mcp)
-        self._check_budget(lambda: self._preview(spec, Sources()), (), spec.options,
+        spec.spending = self._spending_for()
+        self._check_budget(lambda: self._preview(spec, Sources()), spec.spending, spec.options,
                            confirmed=over_budget)  # fmt: skip
-        return Answer.streaming(self._spending(run_turn(spec)), spec.stop)
+        return Answer.streaming(run_turn(spec), spec.stop)
 
     def preview_with_history(
         self,

@@ -23,12 +23,13 @@ from ..base.errors import (
     NoPendingCall,
     StoreCorrupt,
 )
-from ..base.events import Event, RanCode, ToolResult, TurnFinished
+from ..base.events import Event, RanCode, ToolResult, TurnFinished, Usage
 from ..base.markup import fence
 from ..base.messages import Message
 from ..base.records import AnsweredCall, PendingCall, RecordError, ToolCall
 from ..store.base import Store, Thread, Turn
 from ..tools import ClientTool, Toolbox, ToolContext
+from ._endings import BUDGET_REASON
 from .history import ChatHistory
 
 ACTING_OUTPUT = "(the answer was accepted; its result is being computed)"
@@ -226,12 +227,33 @@ def closed(turn: Turn) -> list[dict[str, Any]]:
     done = {m.get("tool_call_id") for m in messages if m.get("role") == "tool"}
     unanswered = "The person did not answer this question."
     for call in turn.pending:
-        if call.call_id not in done:
+        if call.call_id not in done and not call.asks_budget:  # the model made no such call
             closing = Message("tool", unanswered, tool_call_id=call.call_id, name=call.tool)
             messages.append(closing.to_dict())
     if turn.answer and not any(m.get("role") == "assistant" for m in messages):
         messages.append(Message("assistant", turn.answer).to_dict())  # no messages kept
     return messages
+
+
+def retryable(turn: Turn) -> bool:
+    """Whether a turn may be asked again: it failed, was interrupted, or a budget stopped it."""
+    stopped = turn.status == "incomplete" and turn.finish_reason == BUDGET_REASON
+    return turn.status in ("failed", "interrupted") or stopped
+
+
+def stop_at_budget(store: Store, call: PendingCall) -> list[Event]:
+    """The person said no to going past a budget: the turn ends with what it has."""
+    note = "stopped at the budget: you chose not to go on (%chat --retry asks again)"
+    turn = store.update_turn(call.thread_id, call.turn, status="incomplete", error=note,
+                             finish_reason=BUDGET_REASON, finished=time.time())  # fmt: skip
+    return [TurnFinished(call.thread_id, call.turn, turn.answer, "incomplete", turn.model or "",
+                         reported(turn), finish_reason=BUDGET_REASON, note=note)]
+
+
+def reported(turn: Turn) -> Usage | None:
+    """What the turn's requests reported so far, checked (None: nothing)."""
+    usage = Usage.from_dict(turn.usage)
+    return None if usage.prompt_tokens is None and usage.completion_tokens is None else usage
 
 
 def thread_history(

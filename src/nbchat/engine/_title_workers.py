@@ -15,11 +15,13 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from ..base.errors import NbchatError, StreamCutOff
-from ..base.events import ReasoningDelta, ReplyFinished, TextDelta
+from ..base.events import ReasoningDelta, ReplyFinished, TextDelta, UsageReported
 from ..base.messages import Message, wire_messages
 from ..llm import LLMClient
 from ..llm._stop import StopSignal
 from ..store.base import Store, Thread, Turn
+from ._budget import Spending
+from ._endings import wire_tokens
 from ._titles import clean_title, names_something
 
 TITLE_PROMPT = (
@@ -36,13 +38,18 @@ TITLE_WAIT = 1.0  # seconds listing waits for a title under way
 EXIT_TITLE_WAIT = 2.0  # seconds the process waits at exit for titles under way
 
 
-def ask_title(llm: LLMClient, thread: Thread, options: Mapping[str, Any]) -> str:
-    """The model's title for ``thread``'s first answered turn; "" when it gave none."""
+def ask_title(llm: LLMClient, thread: Thread, options: Mapping[str, Any],
+              spending: Spending | None = None) -> str:  # fmt: skip
+    """The model's title for ``thread``'s first answered turn; "" when it gave none.
+
+    With ``spending``, each request is checked first (one over a budget is not
+    sent: "") and its usage counted.
+    """
     first = next((t for t in thread.turns if t.answer.strip()), thread.turns[0])
     messages = title_messages(first)
     for _attempt in range(2):  # a stream the server cut short is asked once more
         try:
-            reply = title_reply(llm, messages, thread.model, options)
+            reply = title_reply(llm, messages, thread.model, options, spending)
         except StreamCutOff:
             continue
         except NbchatError:
@@ -64,13 +71,17 @@ def title_messages(turn: Turn) -> list[dict[str, Any]]:
 
 
 def title_reply(
-    llm: LLMClient, messages: list[dict[str, Any]], model: str, options: Mapping[str, Any]
+    llm: LLMClient, messages: list[dict[str, Any]], model: str, options: Mapping[str, Any],
+    spending: Spending | None = None,
 ) -> str | None:
     """The model's whole reply to a title request; None when it ran too long or too slow.
 
     A reply that ends with no finish reason was cut by the server (as
     llama-cpp-python does when the next question arrives): StreamCutOff.
+    OverBudget when ``spending`` refuses the request.
     """
+    if spending is not None:
+        options = spending.admit(wire_tokens(messages), options, model, purpose="title")
     stop = StopSignal()
     deadline = stop.set_after(TITLE_SECONDS)
     events = llm.stream(messages, model=model, options=options, stop=stop)
@@ -86,6 +97,8 @@ def title_reply(
                     parts.append(event.text)
             elif type(event) is ReplyFinished:
                 finished = event.finish_reason is not None
+            elif type(event) is UsageReported and spending is not None:
+                spending.add(event.usage, model)
     finally:
         deadline.cancel()
         events.close()  # an unfinished reply closes its connection

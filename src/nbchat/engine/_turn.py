@@ -12,7 +12,7 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..base.errors import ContextOverflow, EmptyAnswer, NbchatError, ToolError
+from ..base.errors import ContextOverflow, EmptyAnswer, NbchatError, OverBudget, ToolError
 from ..base.events import (
     ContextWindowed,
     Event,
@@ -36,7 +36,8 @@ from ..base.records import PendingCall, Prompt, RecordError
 from ..llm import LLMClient
 from ..llm._stop import StopSignal
 from ..tools import ClientTool, KernelTool, Toolbox, ToolContext
-from ._endings import SentCall, cut_note, ending_of, sendable_call
+from ._budget import Spending, budget_call
+from ._endings import BUDGET_REASON, SentCall, cut_note, ending_of, sendable_call, wire_tokens
 from .history import ChatHistory
 
 CHECKPOINT_SECONDS = 2.0
@@ -99,6 +100,9 @@ class TurnSpec:
     # Told the endpoint's prompt token count of the turn's first request.
     calibrate: Callable[[int], None] | None = None
     stop: StopSignal | None = None  # set from another thread: the turn ends as interrupted
+    # What the question may still spend: each request is checked before it is sent.
+    spending: Spending | None = None
+    usage: Usage | None = None  # what the turn reported already (a resumed turn), and its summary
 
 
 @dataclass(frozen=True)
@@ -147,7 +151,7 @@ class _Turn:
         self.started = time.monotonic()
         self.parts = [spec.text] if spec.text else []
         self.reasoning: list[str] = []
-        self.usage: Usage | None = None
+        self.usage: Usage | None = spec.usage
         self.finish_reason: str | None = None
         self.refitted = spec.refit is None  # the context is shortened at most once
 
@@ -171,14 +175,15 @@ class _Turn:
             round_number += 1
 
     def _finish(
-        self, status: TurnStatus, pending: Sequence[PendingCall] = (), note: str = ""
+        self, status: TurnStatus, pending: Sequence[PendingCall] = (), note: str = "",
+        error: str | None = None,
     ) -> TurnFinished:
         """Record the outcome, then the event that says it."""
         spec = self.spec
         text, thinking = "".join(self.parts), "".join(self.reasoning)
         spec.recorder.finish(
             status, text, spec.messages, pending=list(pending), usage=self.usage,
-            finish_reason=self.finish_reason, reasoning=thinking,
+            finish_reason=self.finish_reason, reasoning=thinking, error=error,
         )  # fmt: skip
         return TurnFinished(
             spec.thread_id, spec.turn, text, status, spec.model, self.usage,
@@ -192,10 +197,13 @@ class _Turn:
         self.finish_reason = None
         try:
             yield from self._stream(round_number, reply)
+        except OverBudget as error:  # raised before the request went out
+            yield from self._over_budget(error)
+            return None
         except (ContextOverflow, EmptyAnswer) as error:
             shorter = None if self._cannot_refit(reply) else self._refit(error)
             if shorter is None:
-                yield from _failed(spec, self.parts, reply.start, error)
+                yield from _failed(spec, self.parts, reply.start, error, self.usage)
                 return None
             spec.context, dropped = shorter
             yield ContextWindowed(dropped, getattr(error, "context_size", None))
@@ -205,9 +213,23 @@ class _Turn:
             self._finish("interrupted")
             raise
         except NbchatError as error:
-            yield from _failed(spec, self.parts, reply.start, error)
+            yield from _failed(spec, self.parts, reply.start, error, self.usage)
             return None
         return reply
+
+    def _over_budget(self, error: OverBudget) -> Iterator[Event]:
+        """The next request would cross a budget: ask the person (a yes goes on from here),
+        or stop with what the turn has (a hard cap, or a turn that cannot wait)."""
+        spec = self.spec
+        self.finish_reason = BUDGET_REASON
+        if error.hard or not spec.suspendable or spec.spending is None or not spec.thread_id:
+            yield self._finish("incomplete", note=f"stopped by the budget: {error}",
+                               error=str(error))  # fmt: skip
+            return
+        call = budget_call(error, spec.spending.crossed, spec.thread_id, spec.turn)
+        finished = self._finish("suspended", [call])
+        yield ToolCallPending(call)
+        yield finished
 
     def _cannot_refit(self, reply: _Reply) -> bool:
         """Whether a too-long request must fail: refitted once already, or a reply begun."""
@@ -226,9 +248,9 @@ class _Turn:
         monotonic, add_text = time.monotonic, parts.append  # once, not per chunk
         next_checkpoint = monotonic() + CHECKPOINT_SECONDS
         sent = round_request(spec, round_number)
+        options = self._admitted(sent, round_number)
         for event in spec.llm.stream(
-            sent.messages, model=spec.model, tools=sent.tools, options=sent.options,
-            stop=spec.stop,
+            sent.messages, model=spec.model, tools=sent.tools, options=options, stop=spec.stop,
         ):  # fmt: skip
             if type(event) is TextDelta:
                 if separate:
@@ -246,6 +268,17 @@ class _Turn:
             else:
                 yield from self._note(event, round_number, reply)
 
+    def _admitted(self, sent: RoundRequest, round_number: int) -> Mapping[str, Any]:
+        """The request's options once its budget check passed (OverBudget if it fails)."""
+        spec, spending = self.spec, self.spec.spending
+        if spending is None or not spending.limited:
+            return sent.options
+        scale = max(1.0, spec.llm.token_scale(spec.model))  # never below the rough count
+        tokens = int(wire_tokens(sent.messages, sent.tools) * scale)
+        room = spec.context_size - tokens if spec.context_size else None
+        return spending.admit(tokens, sent.options, spec.model, first=round_number == 0,
+                              room=room)  # fmt: skip
+
     def _note(self, event: Event, round_number: int, reply: _Reply) -> Iterator[Event]:
         """Keep a reply event other than text: a call, reasoning, usage (passed on but blocks)."""
         if type(event) is ToolCallRequested:
@@ -257,7 +290,9 @@ class _Turn:
         elif type(event) is ReasoningBlock:
             reply.blocks.append(event.block)
         elif type(event) is UsageReported:
-            self.usage = _add(self.usage, event.usage)
+            self.usage = add_usage(self.usage, event.usage)
+            if self.spec.spending is not None:
+                self.spec.spending.add(event.usage, self.spec.model)
             counted = event.usage.prompt_tokens
             if round_number == 0 and counted and self.spec.calibrate is not None:
                 self.spec.calibrate(counted)
@@ -325,11 +360,13 @@ class _Turn:
 
 
 def _failed(
-    spec: TurnSpec, parts: list[str], round_start: int, error: NbchatError
+    spec: TurnSpec, parts: list[str], round_start: int, error: NbchatError,
+    usage: Usage | None = None,
 ) -> Iterator[Event]:
     text = "".join(parts)
     spec.recorder.finish(
-        "failed", text, _with_text(spec.messages, parts[round_start:]), error=str(error)
+        "failed", text, _with_text(spec.messages, parts[round_start:]), error=str(error),
+        usage=usage,
     )
     yield TurnFailed(spec.thread_id, spec.turn, error, text)
 
@@ -378,5 +415,8 @@ def _with_text(messages: list[Message], round_parts: list[str]) -> list[Message]
     return [*messages, Message("assistant", text)] if text else list(messages)
 
 
-def _add(total: Usage | None, more: Usage) -> Usage:
+def add_usage(total: Usage | None, more: Usage | None) -> Usage | None:
+    """``total`` and ``more`` together (either may be None: nothing reported)."""
+    if more is None:
+        return total
     return more if total is None else total + more

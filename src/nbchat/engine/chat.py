@@ -20,25 +20,22 @@ Four.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..base.errors import InputError
 from ..base.events import (
-    Event,
     TextDelta,
     ToolCallAbandoned,
     ToolCallPending,
     TurnFailed,
     TurnFinished,
 )
-from ..base.messages import Message
-from ..base.options import TITLE_OPTIONS, Options, check_options, merge_options
+from ..base.options import TITLE_OPTIONS, check_options, merge_options
 from ..base.policy import Policy
 from ..base.records import PendingCall
 from ..context import as_items
 from ..llm import _endpoints
-from ..llm._stop import StopSignal
 from ..mcp.tools import Selection
 from ..store._open import open_store
 from ..store.base import SearchHit, Store, Thread, ThreadInfo
@@ -46,8 +43,10 @@ from ..tools import ToolContext
 from . import _pending
 from ._answer import Answer, AnswerText
 from ._asking import _Asking
+from ._budget import GO_ON
 from ._compaction import check_window
 from ._engine import check_text, provider_only, thread_options
+from ._kernel_spending import Ledger, StoreLedger
 from ._pending import ACTING_OUTPUT
 from ._recorders import HistoryRecorder, ThreadRecorder
 from ._scripts import LLM
@@ -62,7 +61,6 @@ from ._title_workers import (
     ask_title,
 )
 from ._titles import question_title
-from ._turn import run_turn
 from .history import ChatHistory
 
 __all__ = [
@@ -160,6 +158,10 @@ class Chat(_Asking):
 
     def __repr__(self) -> str:
         return f"Chat(user={self.store.user!r}, store={self.store.location()!r})"
+
+    def _ledger(self) -> Ledger:
+        """What this kernel has spent, kept in the store (so a restart keeps it)."""
+        return StoreLedger(self.store)
 
     @property
     def user(self) -> str:
@@ -267,7 +269,8 @@ class Chat(_Asking):
             return fallback
         options = merge_options(provider_only(self._options(thread_options(thread))),
                                 TITLE_OPTIONS)  # fmt: skip
-        return ask_title(self.llm, thread, options) or fallback
+        spending = self._spending_for(thread.turns, thread_id=thread_id)
+        return ask_title(self.llm, thread, options, spending) or fallback
 
     # -- beyond the source ----------------------------------------------------
     def threads(self) -> list[ThreadInfo]:
@@ -317,7 +320,11 @@ class Chat(_Asking):
         A question whose estimated cost would cross a budget (``budget``,
         ``kernel_budget``, the administrator's caps) raises OverBudget before
         anything is saved or sent; ``over_budget=True`` is the yes that sends it
-        (except past the administrator's hard cap).
+        (except past the administrator's hard cap). Every later request of the
+        question (a round after tool results, its summary, its title) is
+        checked too: over a budget the turn suspends on a call that asks
+        whether to go on (see :meth:`answer_tool_call`); over a hard cap it
+        stops there, saved, ``finish_reason`` ``"budget"``.
         """
         return self.iter_ask(
             thread_id, query, model=model, options=options, context=context, mcp=mcp,
@@ -347,24 +354,27 @@ class Chat(_Asking):
         self._check_endpoint(thread, model)
         asked = self._question(thread, query, model, options, mcp)
         items = as_items(context)
+        spending = self._spending_for(thread.turns, thread_id=thread_id)
         self._check_budget(
             lambda: self.preview(thread_id, query, model=model, options=options, context=items,
                                  mcp=mcp),
-            thread.turns, asked.options, confirmed=over_budget, thread_id=thread_id,
+            spending, asked.options, confirmed=over_budget,
         )  # fmt: skip
         abandoned = _pending.abandon_pending(self.store, thread)
         turn = self.store.start_turn(thread_id, query, model=asked.model, context=items)
         self.store.update_turn(thread_id, turn, options=asked.options)
         history = self._thread_history(thread, upto=len(thread.turns))
         history.chat_as_user(query, context=items)
-        return self._answer(thread, turn, history, asked.model, asked.options, mcp=mcp,
+        return self._answer(thread, turn, history, asked.model, asked.options, spending, mcp=mcp,
                             before=[ToolCallAbandoned(call) for call in abandoned])
 
     def retry(self, thread_id: int) -> Answer:
-        """Ask the last query again when its turn failed or was interrupted.
+        """Ask the last query again when its turn failed, was interrupted or a budget stopped it.
 
-        What the person answered to client tools in that turn is kept and sent
-        again: the turn goes on from its last answered tool call.
+        What the person answered to client tools in that turn, and what its
+        kernel tools returned, are kept and sent again: the turn goes on from
+        its last tool result. Its first request is checked against the budgets
+        as every later one is.
         """
         return self.iter_retry(thread_id).result()
 
@@ -372,10 +382,11 @@ class Chat(_Asking):
         """:meth:`retry` as a stream of events."""
         thread = self.store.get(thread_id)
         _pending.check_not_outside(thread)
-        if not thread.turns or thread.turns[-1].status not in ("failed", "interrupted"):
+        if not thread.turns or not _pending.retryable(thread.turns[-1]):
             raise InputError(f"the last turn of thread {thread_id} did not fail; nothing to retry")
         self._check_endpoint(thread)
         last = len(thread.turns) - 1
+        spending = self._spending_for(thread.turns[:last], thread.turns[last], thread_id=thread_id)
         messages, text = _pending.resume_point(thread.turns[last])
         self.store.update_turn(
             thread_id, last, status="streaming", answer=text, messages=messages, error=None,
@@ -385,7 +396,8 @@ class Chat(_Asking):
         history.chat_as_user(thread.turns[last].query, context=thread.turns[last].context)
         model = thread.turns[last].model or thread.model
         options = self._turn_options(thread, thread.turns[last])
-        return self._answer(thread, last, history, model, options, messages=messages, text=text)
+        return self._answer(thread, last, history, model, options, spending, messages=messages,
+                            text=text, usage=_pending.reported(thread.turns[last]))
 
     def ask_with_history(
         self,
@@ -454,27 +466,40 @@ class Chat(_Asking):
         claimed in the store: of two answers to one call, exactly one is
         recorded and resumes the turn; the other raises AlreadyAnswered and
         sends nothing. A rejected answer (InvalidToolAnswer,
-        ToolRequirementsNotMet) leaves the call pending.
+        ToolRequirementsNotMet) leaves the call pending. A turn a budget
+        suspended waits on a call of its own (``over_budget``): yes goes on
+        from where the turn stopped, nothing sent again; no ends it there.
+        When the turn could not go on after the answer (the administrator's
+        hard cap), OverBudget is raised before the answer is taken: the call
+        waits on, not run.
         """
         thread = self.store.get(thread_id)
         call = _pending.find_pending(thread, call_id)
         outside = _pending.is_outside(thread)
         if not outside:
             self._check_endpoint(thread)
-        tool = self._client_tool(call.tool)
+        tool = GO_ON if call.asks_budget else self._client_tool(call.tool)
         context = ToolContext(self.user, thread.user, self.permissions, thread_id)
+        if not outside and not call.asks_budget:
+            self._check_hard_cap(thread, call)  # before the claim: refused, the call waits on
         result, turn = _pending.claim_answer(self.store, thread, call, tool, response, context)
         if outside:  # an outside agent reads the result; no model goes on from it
             return Answer.streaming(iter(_pending.finish_outside(self.store, thread, call, result)))
         if turn.status == "suspended":
             finished = TurnFinished(thread_id, call.turn, turn.answer, "suspended", thread.model)
             return Answer.streaming(iter([result, *map(ToolCallPending, turn.pending), finished]))
+        if call.asks_budget and not GO_ON.parse_response(call.arguments, response):  # a no
+            return Answer.streaming(iter(_pending.stop_at_budget(self.store, call)))
+        raised = call.arguments.get("raise") if call.asks_budget else None  # what a yes lifts
+        spending = self._spending_for(thread.turns[:call.turn], turn, raised=raised,
+                                      thread_id=thread_id)  # fmt: skip
         history = self._thread_history(thread, upto=call.turn)
         history.chat_as_user(turn.query, context=turn.context)
         return self._answer(
             thread, call.turn, history, turn.model or thread.model,
-            self._turn_options(thread, turn), messages=turn.messages, text=turn.answer,
-            before=[result],
+            self._turn_options(thread, turn), spending, messages=turn.messages,
+            text=turn.answer, before=[] if call.asks_budget else [result],
+            usage=_pending.reported(turn),
         )  # fmt: skip
 
     def wait_for_titles(self, timeout: float | None = None) -> bool:
@@ -486,42 +511,7 @@ class Chat(_Asking):
         return self._titles.wait(timeout)
 
     # -- internals ---------------------------------------------------------------
-    def _answer(
-        self,
-        thread: Thread,
-        turn: int,
-        history: ChatHistory,
-        model: str,
-        options: Options,
-        *,
-        before: Sequence[Event] = (),
-        messages: Sequence[Mapping[str, Any]] = (),
-        text: str = "",
-        mcp: Selection = None,
-    ) -> Answer:
-        """The turn as an Answer that can be stopped, after the events ``before`` it."""
-        stop = StopSignal()
-
-        def events() -> Iterator[Event]:
-            yield from before
-            builtin = (thread.settings or {}).get("builtin_tools")
-            recorder = ThreadRecorder(self.store, thread.id, turn)
-            offered = self._offered(model, builtin, mcp)
-            compacted = self._compacted(thread, turn, self._with_instructions(history), model,
-                                        options, offered, make=True)  # fmt: skip
-            covered = compacted.summary.covers if compacted.summary is not None else 0
-            spec = self._spec(
-                compacted.history, model, options, offered,
-                tool_context=ToolContext(self.user, thread.user, self.permissions, thread.id),
-                recorder=recorder, thread_id=thread.id, turn=turn,
-                messages=[Message.from_dict(m) for m in messages],  # as the store keeps them
-                text=text, stop=stop, summarized_turns=covered,
-            )  # fmt: skip
-            try:
-                yield from self._spending(run_turn(spec))
-            finally:  # after the front end has shown the answer: the title does not compete
-                answered = recorder.status in ("complete", "incomplete")
-                if answered and not thread.title:
-                    self._titles.start(self, thread.id)
-
-        return Answer.streaming(events(), stop)
+    def _answered(self, thread: Thread) -> None:
+        """After an answer was shown: a new thread gets its title (it does not compete)."""
+        if not thread.title:
+            self._titles.start(self, thread.id)

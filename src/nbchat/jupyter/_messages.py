@@ -19,6 +19,7 @@ from typing import Any
 from ..base import markup
 from ..base.errors import NbchatError
 from ..base.records import Usage
+from ..engine._endings import BUDGET_REASON
 from ..engine._usage import Price, turn_usage_line
 from ..store.base import Thread, Turn
 from ._views import answer_markdown
@@ -37,6 +38,8 @@ NO_TURNS = "No questions yet in this thread. Ask something below."
 def _label(turn: Turn) -> str:
     if turn.status == "failed":
         return f"{markup.MARK_PROBLEM} {turn.error or 'the answer failed'}"
+    if turn.status == "incomplete" and turn.finish_reason == BUDGET_REASON:
+        return f"{markup.MARK_CUT} stopped by the budget: {turn.error or 'it would be crossed'}"
     return STATUS_LABELS.get(turn.status, "")
 
 

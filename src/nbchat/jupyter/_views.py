@@ -17,6 +17,7 @@ from ..base import markup
 from ..base.content import context_line
 from ..base.markup import SafeHTML
 from ..engine._compaction import current_summary
+from ..engine._endings import BUDGET_REASON
 from ..store.base import SearchHit, Thread, ThreadInfo, Turn
 
 _STATUS_NOTES = {
@@ -25,6 +26,10 @@ _STATUS_NOTES = {
     "suspended": "(waiting for an answer to a tool call)",
     "streaming": "(still being written, or its writer stopped)",
     "incomplete": "(incomplete: the model stopped before the end{error})",
+}
+_BUDGET_NOTES = {  # a turn whose finish reason is the budget's
+    "incomplete": "(stopped by the budget{error})",
+    "suspended": "(waiting: going on would cross a budget; answer yes to go on)",
 }
 
 
@@ -111,6 +116,8 @@ def thread_parts(thread: Thread) -> Iterator[Part]:
         answer = answer_markdown(turn)
         yield Part("markdown", answer) if answer else Part("dim", "(no answer)")
         note = _STATUS_NOTES.get(turn.status)
+        if turn.finish_reason == BUDGET_REASON and turn.status in _BUDGET_NOTES:
+            note = _BUDGET_NOTES[turn.status]
         if note:
             reason = turn.error or (f"finish reason {turn.finish_reason}"
                                     if turn.status == "incomplete" and turn.finish_reason else "")
