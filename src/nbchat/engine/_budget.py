@@ -236,22 +236,26 @@ class Spending:
         if theirs > 0:
             self.ledger.add(theirs)
 
-    def spent(self, limit: Limit) -> float:
-        """What counts against ``limit`` now."""
+    def spent(self, limit: Limit, kernel: float | None = None) -> float:
+        """What counts against ``limit`` now (``kernel``: the ledger, read already)."""
         if limit.scope == "kernel":
-            return self.ledger.spent
+            return self.ledger.spent if kernel is None else kernel
         whose = 1 if limit.admin else 0
         return self._thread[whose] + self._question[whose]
+
+    def _kernel(self) -> float | None:
+        """The kernel's spending, read once per check (from the store), if a limit needs it."""
+        return self.ledger.spent if any(limit.scope == "kernel" for limit in self.limits) else None
 
     def _ceiling(self, limit: Limit) -> float:
         return limit.dollars if limit.hard else max(limit.dollars, self.raised.get(limit.key, 0.0))
 
     def _crossings(self, prompt_tokens: int, options: Mapping[str, Any],
                    model: str) -> list[_Crossing]:  # fmt: skip
-        found = []
+        found, kernel = [], self._kernel()
         for limit in self.limits:
             guess = estimate(prompt_tokens, options, model, self.prices[limit.admin].get(model))
-            spent, ceiling = self.spent(limit), self._ceiling(limit)
+            spent, ceiling = self.spent(limit, kernel), self._ceiling(limit)
             unknown = guess.cost is None and limit.hard
             if unknown or (guess.cost is not None and spent + guess.cost > ceiling):
                 found.append(_Crossing(limit, guess, spent, ceiling))
@@ -261,15 +265,16 @@ class Spending:
                  room: int | None) -> Mapping[str, Any]:  # fmt: skip
         if isinstance(options.get("max_tokens"), int):
             return options
-        ceiling = min(BOUND_CEILING, room) if room else BOUND_CEILING
-        bound = ceiling
+        ceiling = min(BOUND_CEILING, room) if room and room > 0 else BOUND_CEILING
+        bound, kernel = ceiling, self._kernel()
         for limit in self.limits:
             price = self.prices[limit.admin].get(model)
             if price is None or price.output <= 0:
                 continue
-            left = self._ceiling(limit) - self.spent(limit) - price.cost(prompt_tokens, 0)
+            left = self._ceiling(limit) - self.spent(limit, kernel) - price.cost(prompt_tokens, 0)
             bound = min(bound, math.floor(left * 1_000_000 / price.output))
         return options if bound >= ceiling else {**options, "max_tokens": max(1, bound)}
+
 
 def _limits(budget: Budget, cap: BudgetCap) -> list[Limit]:
     """The limits in force, the administrator's first (a hard one must be met first)."""

@@ -7,7 +7,7 @@ shut down and started afresh (a new id) starts at $0. A process that is no
 kernel (a script, ``python -m nbchat``) is its own: a key made at import.
 :class:`StoreLedger` keeps the total in the person's store
 (:meth:`~nbchat.store.base.Store.add_kernel_spent`); :class:`MemoryLedger`, for
-an engine without a store (:class:`~nbchat.engine.LLM`), in this process only.
+an engine without a store (:class:`~nbchat.LLM`), in this process only.
 """
 
 from __future__ import annotations
