@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import atexit
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,18 @@ def ip(server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     magics = shell.magics_manager.registry.get("ChatMagics")
     if magics is not None and magics._chat is not None:
         magics._chat.wait_for_titles(10)  # no title request left talking to a stopped server
+    close_shell()
+
+
+def close_shell() -> None:
+    """Forget the current shell, leaving nothing of it for the interpreter's exit.
+
+    Every InteractiveShell registers its ``atexit_operations``, which keep it alive and run
+    a full ``gc.collect()`` each at exit: hundreds of test shells held pytest at 100% of a
+    core for minutes after its summary. A kernel has one shell, and pays this once.
+    """
+    if InteractiveShell.initialized():
+        atexit.unregister(InteractiveShell.instance().atexit_operations)
     InteractiveShell.clear_instance()
 
 

@@ -14,6 +14,7 @@ from nbchat.base.records import PendingCall, Prompt
 from nbchat.context.run_code import RunCode
 from nbchat.jupyter.panel import show_tool_prompts
 from nbchat.testing import Reply, ScriptedServer
+from shell_helpers import close_shell
 from wire_helpers import content_parts
 
 CODE = "df.price.mean()"
@@ -147,7 +148,7 @@ def test_the_panel_sends_mentioned_objects_as_context(chat, scripted_server, tmp
         assert content[2]["text"].startswith('<context name="df" kind="DataFrame 2×1">')
         assert panel.status == "not defined here, no context attached: @missing"
     finally:
-        InteractiveShell.clear_instance()
+        close_shell()
 
 
 def test_the_panel_picker_offers_the_notebook_s_variables_and_sends_the_picked(
@@ -178,7 +179,7 @@ def test_the_panel_picker_offers_the_notebook_s_variables_and_sends_the_picked(
         ]
         assert panel.picked == []  # the picks went with that question
     finally:
-        InteractiveShell.clear_instance()
+        close_shell()
 
 
 def test_outside_a_kernel_the_picker_hides(chat):

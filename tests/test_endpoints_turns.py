@@ -33,6 +33,7 @@ from nbchat.jupyter.magics import CONTINUE_QUESTION, load
 from nbchat.jupyter.render import render_turn
 from nbchat.testing import Reply, ScriptedServer
 from provider_helpers import base_url
+from shell_helpers import close_shell
 
 ON_BOTH = pytest.mark.parametrize("provider", ["openai", "anthropic"])
 
@@ -344,7 +345,7 @@ def ip(scripted_server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.Monk
     shell = InteractiveShell.instance(config=config)
     load(shell)
     yield shell
-    InteractiveShell.clear_instance()
+    close_shell()
 
 
 def test_cell_flags_set_the_options_of_one_question(ip, scripted_server):

@@ -14,7 +14,7 @@ from markup_helpers import body
 from nbchat.context import CONTEXT_NOTE
 from nbchat.jupyter.magics import load
 from nbchat.testing import Reply
-from shell_helpers import asked
+from shell_helpers import asked, close_shell
 from wire_helpers import content_parts
 
 matplotlib.use("Agg")
@@ -150,7 +150,7 @@ def test_an_answer_after_a_restart_still_runs_the_code(run, ip, server, tmp_path
     )
     assert run("%chat --agent count the xs").error is None
     ip.magics_manager.registry["ChatMagics"]._plain_chat().wait_for_titles(10)
-    InteractiveShell.clear_instance()  # a new kernel: nothing of the old session is left
+    close_shell()  # a new kernel: nothing of the old session is left
     config = Config()
     config.HistoryManager.hist_file = ":memory:"
     fresh = InteractiveShell.instance(config=config)

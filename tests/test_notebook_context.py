@@ -14,6 +14,7 @@ from traitlets.config import Config
 from nbchat.base.errors import InputError, InvalidToolAnswer
 from nbchat.context.run_code import CodeDecision, RunCode
 from nbchat.jupyter.notebook_tools import Notebook, RunResult, notebook_tools
+from shell_helpers import close_shell
 
 matplotlib.use("Agg")
 
@@ -26,7 +27,7 @@ def ip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     config.HistoryManager.hist_file = ":memory:"
     shell = InteractiveShell.instance(config=config)
     yield shell
-    InteractiveShell.clear_instance()
+    close_shell()
 
 
 def cell(ip: InteractiveShell, code: str):

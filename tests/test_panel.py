@@ -19,6 +19,7 @@ from nbchat.engine._usage import parse_prices, turn_usage_line
 from nbchat.jupyter.panel import ChatPanel
 from nbchat.store.base import Turn
 from nbchat.testing import Reply, ScriptedServer
+from shell_helpers import close_shell
 
 
 def title_reply(title: str = "A Short Title") -> Reply:
@@ -289,7 +290,7 @@ def shell(scripted_server, tmp_path, monkeypatch):
     ip = InteractiveShell.instance(config=config)
     load(ip)
     yield ip
-    InteractiveShell.clear_instance()
+    close_shell()
 
 
 def test_panel_side_in_a_terminal_falls_back_with_one_line(shell, capsys):

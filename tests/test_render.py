@@ -41,6 +41,7 @@ from nbchat.jupyter.render import (
     new_handle,
     render_turn,
 )
+from shell_helpers import close_shell
 
 META = {"thread": 3, "turn": 1, "model": "m"}
 
@@ -52,7 +53,7 @@ def shell(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Interactiv
     config = Config()
     config.HistoryManager.hist_file = ":memory:"
     yield InteractiveShell.instance(config=config)
-    InteractiveShell.clear_instance()
+    close_shell()
 
 
 def turn(*texts: str, status: str = "complete", final: str | None = None) -> list[Any]:

@@ -45,6 +45,7 @@ from nbchat.context._risk import (
     needs_approval,
 )
 from nbchat.context.run_code import RunCode
+from shell_helpers import close_shell
 
 NOTEBOOK = """\
 import codecs, logging, math, os, platform, random, sqlite3, statistics
@@ -86,7 +87,7 @@ def shell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InteractiveShell
         started = InteractiveShell.instance(config=config)
         assert started.run_cell(NOTEBOOK).success
         yield started
-        InteractiveShell.clear_instance()
+        close_shell()
 
 
 @pytest.fixture(scope="module")
