@@ -12,7 +12,8 @@ else runs:
   rebinding a name to 127.0.0.1 gets 403;
 - ``Authorization: Bearer`` holds a live nbchat agent token; the Jupyter
   server's own token (which opens ``/api/kernels`` and terminals, around any
-  gate) is refused, and so are cookies and ``?token=``.
+  gate) is refused, and so are cookies and ``?token=``. That token is also
+  scrubbed from everything this process hands an agent or a model.
 
 A refused request gets its status and one line saying why; nothing is queued.
 The handler is a plain Tornado handler, not a ``JupyterHandler``: Jupyter's
