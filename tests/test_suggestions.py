@@ -159,6 +159,19 @@ def test_the_route_streams_a_suggestion_with_the_notebooks_context(
     client.stop_channels()
 
 
+def test_a_key_typed_around_the_cursor_is_not_sent(lab: Any, scripted: ScriptedServer) -> None:
+    key = "sk-suggest-0123456789abcdef"  # the server's MY_SERVICE_TOKEN
+    prefix = f"headers = {{'key': '{key}'}}\nother = '{key[:16]}"  # the cursor inside a key
+    suffix = f"{key[16:]}'\ndef add(a, b):\n    return "
+    lines = ask(lab, {"prefix": prefix, "suffix": suffix, "path": ""})
+    assert lines[-1] == {"done": True}
+    request = scripted.requests[-1]
+    sent = json.dumps(request.body)
+    assert key not in sent and key[:16] not in sent and key[16:] not in sent
+    assert request.fim_prefix.endswith("headers = {'key': '[redacted]'}\nother = '[redacted]")
+    assert request.fim_suffix.startswith("'\ndef add(a, b):")
+
+
 def test_the_route_needs_the_pages_login(lab: Any) -> None:
     response = httpx.post(f"{lab.url}/nbchat/complete", json={"prefix": "x"}, timeout=30)
     assert response.status_code in (401, 403)

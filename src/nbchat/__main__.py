@@ -7,12 +7,13 @@ scripts and for seeing exactly what a turn does.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
 from .base._visible import TerminalStream, for_terminal
-from .base.errors import InvalidToolAnswer, NbchatError
+from .base.errors import InputError, InvalidToolAnswer, NbchatError
 from .base.events import (
     ContextWindowed,
     Event,
@@ -176,6 +177,8 @@ def _agent_parsers(sub: Any) -> None:
     mint.add_argument("--days", type=float, default=30, help="days until it expires")
     mint.add_argument("--approve", choices=("read-only", "always"), default="read-only",
                       help="read-only: its reads run at once, its changes ask; always: all ask")
+    mint.add_argument("--secret-file", metavar="PATH", help="write the secret to this new "
+                      "file, readable by you only, instead of the terminal")  # fmt: skip
     tasks.add_parser("list", help="list the tokens (never their secrets)")
     revoke = tasks.add_parser("revoke", help="revoke a token")
     revoke.add_argument("id", help="the token's id (or label)")
@@ -188,12 +191,8 @@ def _agents(args: argparse.Namespace) -> int:
     tokens = TokenStore(default_user())
     try:
         if args.task == "mint":
-            minted = tokens.mint(args.label, paths=args.scope.split(","),
-                                 classes=args.tools.split(","), days=args.days,
-                                 approve=args.approve)  # fmt: skip
-            print(f"Agent token {minted.token.id} for {minted.token.label!r}; it is shown "
-                  f"only now:\n{minted.secret}", flush=True)  # fmt: skip
-        elif args.task == "revoke":
+            return _mint(tokens, args)
+        if args.task == "revoke":
             done = tokens.revoke(args.id)
             print(f"Revoked {done.id} ({for_terminal(done.label)}).")
         else:
@@ -205,6 +204,60 @@ def _agents(args: argparse.Namespace) -> int:
         print(f"nbchat: {for_terminal(str(err))}", file=sys.stderr)
         return 1
     return 0
+
+
+NOT_A_TERMINAL = (
+    "nbchat: an agent token's secret is shown only on a terminal, never in output a notebook "
+    "keeps, so nothing was minted: run this in a terminal, or mint it with %chat --agent-token "
+    "LABEL (shown once, in a widget that is not saved), or add --secret-file PATH (a new file "
+    "only you can read)"
+)
+
+
+def _mint(tokens: Any, args: argparse.Namespace) -> int:
+    """Mint a token; its secret shown on a terminal only, or written to a new private file."""
+    if args.secret_file is None and not _on_a_terminal():
+        print(NOT_A_TERMINAL, file=sys.stderr)
+        return 1
+    private = None if args.secret_file is None else _private_file(args.secret_file)
+    try:
+        minted = tokens.mint(args.label, paths=args.scope.split(","),
+                             classes=args.tools.split(","), days=args.days,
+                             approve=args.approve)  # fmt: skip
+    except NbchatError:
+        if private is not None:
+            os.close(private)
+            os.unlink(args.secret_file)
+        raise
+    said = f"Agent token {minted.token.id} for {for_terminal(repr(minted.token.label))}"
+    if private is None:
+        print(f"{said}; it is shown only now:\n{minted.secret}", flush=True)
+        return 0
+    with os.fdopen(private, "w", encoding="utf-8") as file:
+        file.write(minted.secret + "\n")
+    print(f"{said}; its secret is in {for_terminal(args.secret_file)}, readable by you only.")
+    return 0
+
+
+def _on_a_terminal() -> bool:
+    """Whether stdout is a terminal a person reads, not a kernel's.
+
+    A notebook's ``!python -m nbchat …`` runs on a pseudo-terminal too, whose
+    output the notebook keeps: under a Jupyter kernel, no output is a terminal.
+    """
+    from .base.config import ENV_KERNEL_PARENT
+
+    return sys.stdout.isatty() and not os.environ.get(ENV_KERNEL_PARENT)
+
+
+def _private_file(path: str) -> int:
+    """A new file at ``path`` that only its owner may read; InputError if it exists."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise InputError(f"{path} exists; name a new file for the secret") from None
+    except OSError as exc:
+        raise InputError(f"cannot create {path}: {exc.strerror}") from None
 
 
 def _store(args: argparse.Namespace) -> int:

@@ -5,9 +5,11 @@ folders, relative to the Jupyter server's root) and which tool classes it may
 call (``read``, ``edit``, ``execute``), until it expires or is revoked. The
 secret is ``nbchat_agent_<id>_<random>``: the id finds the record, the whole
 secret's SHA-256 is compared in constant time, and the secret itself is never
-written anywhere. Tokens live in one private file per user beside the thread
-store (``<jupyter data dir>/nbchat-agents/<user>.json``), replaced atomically
-under a lock, so two kernels minting at once lose nothing.
+written anywhere: its shape, :data:`nbchat.base._secrets.AGENT_TOKEN`, is
+scrubbed from everything nbchat hands an agent or a model. Tokens live in one
+private file per user beside the thread store
+(``<jupyter data dir>/nbchat-agents/<user>.json``), replaced atomically under
+a lock, so two kernels minting at once lose nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from ..base._secrets import AGENT_TOKEN, AGENT_TOKEN_PREFIX
 from ..base.config import ENV_AGENT_TOKENS, jupyter_data_dir
 from ..base.errors import AgentRefused, InputError, StoreCorrupt, StoreLocked
 from ..base.policy import effective_approval
@@ -35,10 +38,9 @@ from ..store._storage import atomic_write
 
 CLASSES = ("read", "edit", "execute")
 APPROVES = ("read-only", "always")  # when a token's calls ask: changes only, or reads too
-PREFIX = "nbchat_agent_"
+PREFIX = AGENT_TOKEN_PREFIX
 DEFAULT_DAYS = 30
 MAX_DAYS = 365
-_SECRET = re.compile(rf"\A{PREFIX}([0-9a-f]{{8}})_([A-Za-z0-9_-]{{32,64}})\Z")
 _LABEL = re.compile(r"\A[\w .@:/+-]{1,60}\Z")
 
 
@@ -163,7 +165,7 @@ class TokenStore:
 
     def verify(self, secret: str | None) -> AgentToken:
         """The live token ``secret`` is; AgentRefused (401) naming why not."""
-        match = _SECRET.match(secret or "")
+        match = AGENT_TOKEN.fullmatch(secret or "")
         if match is None:
             raise AgentRefused(
                 "no nbchat agent token: send 'Authorization: Bearer nbchat_agent_…'; mint one "

@@ -31,7 +31,8 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterator
 
-__all__ = ["TerminalStream", "escape", "escape_hidden", "for_terminal", "hidden_in", "summary"]
+__all__ = ["TerminalStream", "escape", "escape_hidden", "for_terminal", "hidden_in", "is_hidden",
+           "summary"]
 
 _BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 # Drawn as nothing (or as blank) yet not a format character: fillers Python takes in
@@ -59,6 +60,11 @@ def hidden_in(text: str) -> Iterator[tuple[int, int, str]]:
         line += text.count("\n", position, match.start())
         position = match.start()
         yield position, line, match.group()
+
+
+def is_hidden(char: str) -> bool:
+    """Whether the one character ``char`` is hidden (what :func:`hidden_in` finds)."""
+    return _HIDDEN.fullmatch(char) is not None
 
 
 def escape(char: str) -> str:

@@ -64,6 +64,7 @@ ENV_INSTRUCTIONS = "NBCHAT_INSTRUCTIONS"  # "auto": AGENTS.md / .nbchat.md join 
 ENV_AGENT_TOKENS = "NBCHAT_AGENT_TOKENS"  # the folder of outside agents' token files
 ENV_AGENT_TOKEN = "NBCHAT_AGENT_TOKEN"  # the token `python -m nbchat mcp` sends for its agent
 ENV_JUPYTER_RUNTIME_DIR = "JUPYTER_RUNTIME_DIR"  # Jupyter's own; nbchat only names it
+ENV_KERNEL_PARENT = "JPY_PARENT_PID"  # set by jupyter_client in every kernel it starts
 LOCAL_MODEL_OFF = ("off", "0", "no", "false")
 STORE_URL_SCHEMES = ("postgresql://", "postgres://")
 DEMO_URL = "demo"  # NBCHAT_BASE_URL=demo: the offline demo model, on purpose

@@ -12,7 +12,8 @@ else runs:
   rebinding a name to 127.0.0.1 gets 403;
 - ``Authorization: Bearer`` holds a live nbchat agent token; the Jupyter
   server's own token (which opens ``/api/kernels`` and terminals, around any
-  gate) is refused, and so are cookies and ``?token=``.
+  gate) is refused, and so are cookies and ``?token=``. That token is also
+  scrubbed from everything this process hands an agent or a model.
 
 A refused request gets its status and one line saying why; nothing is queued.
 The handler is a plain Tornado handler, not a ``JupyterHandler``: Jupyter's
@@ -36,6 +37,7 @@ from ..agents import server as agent_server
 from ..agents.gate import AgentGate
 from ..agents.server import KernelBusy, NotebookSession
 from ..agents.tokens import TokenStore
+from ..base._secrets import JUPYTER_TOKEN, remember
 from ..base.config import default_user
 from ..base.errors import AgentRefused, NbchatError
 from ..base.policy import ENV_AGENT_HOSTS, ENV_AGENT_ORIGINS, ENV_AGENTS
@@ -107,11 +109,14 @@ class AgentAccess:
         return self.tokens.verify(secret if scheme.lower() in ("bearer", "token") else None)
 
     def _is_jupyter_token(self, secret: str) -> bool:
-        provider = getattr(self.serverapp, "identity_provider", None)
-        token = getattr(provider, "token", None) or getattr(self.serverapp, "token", None)
-        return bool(token) and bool(secret) and hmac.compare_digest(
-            str(token).encode(), secret.encode()
-        )
+        token = jupyter_token(self.serverapp)
+        return bool(token) and bool(secret) and hmac.compare_digest(token.encode(), secret.encode())
+
+
+def jupyter_token(serverapp: Any) -> str:
+    """The Jupyter server's own token ("" when it has none)."""
+    provider = getattr(serverapp, "identity_provider", None)
+    return str(getattr(provider, "token", None) or getattr(serverapp, "token", None) or "")
 
 
 class ServerNotebooks:
@@ -345,7 +350,12 @@ class McpHandler(web.RequestHandler):
 
 
 def add_routes(serverapp: Any, notebooks: ServerNotebooks) -> None:
-    """Mount the endpoint under the server's base URL."""
+    """Mount the endpoint under the server's base URL.
+
+    The server's token is scrubbed from then on from all this process hands an
+    agent or a model: with it, ``/api/kernels`` runs code around any gate.
+    """
+    remember(jupyter_token(serverapp), JUPYTER_TOKEN)
     web_app = serverapp.web_app
     base = web_app.settings.get("base_url", "/").rstrip("/") + "/"
     endpoint = McpEndpoint(serverapp, notebooks)

@@ -3,7 +3,9 @@
 The browser sends the code around the cursor (and the notebook's earlier
 cells); the server asks the configured endpoint for the middle, with the same
 settings, keys and administrator policy as the chat (keys never leave the
-server), adding the names and types of the kernel's live variables. The
+server), adding the names and types of the kernel's live variables. All of it
+is scrubbed (:mod:`nbchat.base._secrets`) before it is sent, the code around
+the cursor too (:meth:`nbchat.llm.fim.Infill.bounded`). The
 suggestion streams back as newline-delimited JSON: ``{"text": piece}`` lines,
 then ``{"done": true}`` (or ``{"error": "..."}``). When the browser gives up
 on a request (the person typed on), the connection closes and so does the
@@ -24,7 +26,7 @@ from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
 from ..agents.server import kernel_text
-from ..base._secrets import scrub
+from ..base._secrets import cut_scrubbed, scrub
 from ..base.config import resolve
 from ..base.errors import NbchatError
 from ..llm._stop import StopSignal
@@ -58,8 +60,9 @@ class Completions:
         """The earlier cells and the live variables' names and types, bounded and scrubbed."""
         found: list[tuple[str, str]] = []
         if cells:
-            earlier = "\n\n".join(cells[-MAX_CELLS:])[-CELLS_CHARS:]
-            found.append(("The notebook's earlier cells", scrub(earlier)))
+            earlier = cut_scrubbed("\n\n".join(cells[-MAX_CELLS:]),
+                                   lambda whole: whole[-CELLS_CHARS:])  # fmt: skip
+            found.append(("The notebook's earlier cells", earlier))
         if path:
             text = await self._recent_variables(path)
             if text:

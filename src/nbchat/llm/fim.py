@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import httpx
 
+from ..base._secrets import excerpt, scrub_around
 from ..base.errors import ModelNotFound, ServerError
 from ..base.events import TextDelta
 from ..base.policy import Policy
@@ -36,6 +37,7 @@ MAX_PREFIX = 8000  # characters before the cursor sent, the nearest kept
 MAX_SUFFIX = 2000
 MAX_CONTEXT = 4000
 MAX_SUGGESTION = 4000  # characters of a suggestion; the rest is cut
+_MARGIN = 1000  # characters beyond the bounds scrubbed with them: a secret across a bound
 _NOT_OFFERED = (400, 404, 405, 422, 501)
 CHAT_INSTRUCTIONS = (
     "You complete code in a Jupyter notebook. The user sends the code around the cursor, "
@@ -51,7 +53,7 @@ class Infill:
     """What a suggestion is asked for: the code around the cursor, and what else helps.
 
     ``context`` holds named texts sent before the code (earlier cells, the
-    names and types of live variables), already scrubbed by the caller.
+    names and types of live variables). :meth:`bounded` scrubs what is sent.
     """
 
     prefix: str
@@ -63,14 +65,20 @@ class Infill:
     temperature: float = 0.2
 
     def bounded(self) -> Infill:
-        """The request cut to what is sent: the prefix's end, the suffix's start, some context."""
+        """The request cut to what is sent: the prefix's end, the suffix's start, some context.
+
+        All of it scrubbed of secrets, the code around the cursor as one text: a
+        key typed there is replaced, one that straddles the cursor too.
+        """
         context, room = [], MAX_CONTEXT
         for name, text in self.context:
             if room <= 0:
                 break
-            context.append((name, text[:room]))
+            context.append((name, excerpt(text, room)))
             room -= len(text)
-        return Infill(self.prefix[-MAX_PREFIX:], self.suffix[:MAX_SUFFIX], self.model,
+        prefix, suffix = scrub_around(self.prefix[-MAX_PREFIX - _MARGIN:],
+                                      self.suffix[:MAX_SUFFIX + _MARGIN])  # fmt: skip
+        return Infill(prefix[-MAX_PREFIX:], suffix[:MAX_SUFFIX], self.model,
                       max(1, min(int(self.max_tokens), 512)), tuple(context), self.language,
                       self.temperature)  # fmt: skip
 
