@@ -165,6 +165,130 @@ def test_describing_never_runs_the_notebooks_own_repr(
     assert notebook.run("print(ran)").strip() == "[]"
 
 
+HOSTILE = """
+import numpy as np
+import pandas as pd
+ran = []
+
+
+class Evil:
+    def __repr__(self): ran.append("repr"); return "evil"
+    def __str__(self): ran.append("str"); return "evil"
+    def __format__(self, spec): ran.append("format"); return "evil"
+    def __len__(self): ran.append("len"); return 1
+    def __getattr__(self, name): ran.append("getattr " + name); raise AttributeError(name)
+    def __getattribute__(self, name):
+        ran.append("getattribute " + name)
+        return object.__getattribute__(self, name)
+    def __eq__(self, other): ran.append("eq"); return False
+    def __hash__(self): ran.append("hash"); return 1
+    def __bool__(self): ran.append("bool"); return True
+    def __iter__(self): ran.append("iter"); return iter(())
+
+
+class Marking(type):
+    @property
+    def __name__(cls): ran.append("__name__"); return "Fake"
+    @property
+    def __module__(cls): ran.append("__module__"); return "numpy"
+    def __getattribute__(cls, name):
+        ran.append("meta " + name)
+        return type.__getattribute__(cls, name)
+
+
+class Raising(type):
+    @property
+    def __name__(cls): raise RuntimeError("no name")
+    @property
+    def __module__(cls): raise RuntimeError("no module")
+
+
+class Marked(metaclass=Marking): pass
+class Raised(metaclass=Raising): pass
+class Disguised:
+    __module__ = "pandas"
+    __qualname__ = "DataFrame"
+    def __repr__(self): ran.append("disguised"); return "disguised"
+
+
+def plain(x, y=1):
+    "Add y to x."
+    return x + y
+
+
+plain._repr_llm_ = lambda: ran.append("_repr_llm_") or "told"
+evil = Evil()
+column = pd.DataFrame({"a": [Evil()], "b": [1]})
+labels = pd.DataFrame({Evil(): [1]})
+objects = np.array([1, Evil()], dtype=object)
+series = pd.Series(["x", Evil()])
+listed, mapped, keyed, paired = [1, Evil()], {"k": Evil()}, {Evil(): 1}, (Evil(),)
+nested = [[{"deep": [Evil()]}]]
+marked, raised, disguised = Marked(), Raised(), Disguised()
+prices = pd.DataFrame({"price": [1.5, 2.5], "name": ["a", "b"]})
+"""
+INSIDE = {
+    "evil": "Evil", "column": "DataFrame 1×2", "labels": "DataFrame 1×1",
+    "objects": "ndarray 2", "series": "Series 2", "listed": "list of 2", "mapped": "dict of 1",
+    "keyed": "dict of 1", "paired": "tuple of 1", "nested": "list of 1",
+    "disguised": "Disguised",
+}
+METACLASSES = {"marked": "Marked", "raised": "Raised", "Marked": "Marking", "Raised": "Raising"}
+
+
+def hostile(lab: Any, base: Path, notebook: Any) -> Any:
+    """The notebook holding HOSTILE's objects, nothing marked yet; a read through the endpoint."""
+    notebook.run(HOSTILE)
+    notebook.run("ran.clear()")
+    token = mint(base)
+
+    def read(tool: str, **arguments: Any) -> str:
+        result = mcp_call(lab, token, tool, path=notebook.name, **arguments)
+        assert not result.is_error, result
+        return str(result_data(result)["result"])
+
+    return read
+
+
+def test_describing_never_runs_the_objects_inside_a_value(
+    lab: Any, base: Path, notebook: Any
+) -> None:
+    read = hostile(lab, base, notebook)
+    for name, kind in INSIDE.items():
+        shown = read("describe_variable", name=name)
+        assert kind in shown.splitlines()[0] and "Not described" in shown, (name, shown)
+        assert notebook.run("print(ran)").strip() == "[]", name
+    frame = read("describe_variable", name="prices")
+    assert "price: float64" in frame and "first rows:" in frame
+
+
+def test_describing_a_function_never_calls_a_repr_llm_set_on_it(
+    lab: Any, base: Path, notebook: Any
+) -> None:
+    read = hostile(lab, base, notebook)
+    shown = read("describe_variable", name="plain")
+    assert "function __main__.plain(x, y=1)" in shown and "Add y to x." in shown
+    assert "told" not in shown
+    assert notebook.run("print(ran)").strip() == "[]"
+
+
+def test_a_metaclass_never_runs_on_a_read_and_never_hides_the_other_variables(
+    lab: Any, base: Path, notebook: Any
+) -> None:
+    read = hostile(lab, base, notebook)
+    variables = read("list_variables")
+    assert notebook.run("print(ran)").strip() == "[]"
+    for name, kind in {**INSIDE, **METACLASSES}.items():
+        assert f"\n{name}: {kind}" in variables, name
+    assert "marked: Marked (from __main__)" in variables
+    assert "disguised: Disguised (from pandas)" in variables
+    assert "prices: DataFrame 2×2" in variables and "plain: function" in variables
+    for name, kind in METACLASSES.items():
+        shown = read("describe_variable", name=name)
+        assert shown.startswith(kind) and "Not described" in shown, (name, shown)
+    assert notebook.run("print(ran)").strip() == "[]"
+
+
 # -- the gate ---------------------------------------------------------------------------
 def test_run_code_waits_for_the_person_and_runs_once(
     lab: Any, base: Path, notebook: Any

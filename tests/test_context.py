@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import collections
+import datetime as dt
 import io
 import re
 import subprocess
@@ -298,3 +300,121 @@ def test_a_huge_list_is_described_without_copying_it():
     assert item.text.startswith(
         "list of 10,000,000 items (int)\n[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, ...]"
     )
+
+
+# -- safe=True: what outside agents' reads get ------------------------------------------------
+MARKS: list[str] = []
+
+
+class Marker:
+    """Every hook a description could call records itself."""
+
+    def __repr__(self) -> str:
+        MARKS.append("repr")
+        return "marker"
+
+    def __str__(self) -> str:
+        MARKS.append("str")
+        return "marker"
+
+    def __getattribute__(self, name: str) -> object:
+        MARKS.append(name)
+        return object.__getattribute__(self, name)
+
+    def __eq__(self, other: object) -> bool:
+        MARKS.append("eq")
+        return False
+
+    def __hash__(self) -> int:
+        MARKS.append("hash")
+        return 1
+
+    def __lt__(self, other: object) -> bool:
+        MARKS.append("lt")
+        return False
+
+
+class MarkingZone(dt.tzinfo):
+    def utcoffset(self, when: object) -> dt.timedelta:
+        MARKS.append("utcoffset")
+        return dt.timedelta(0)
+
+
+class Pretender:
+    __module__ = "pandas"
+    __qualname__ = "DataFrame"
+
+    def __repr__(self) -> str:
+        MARKS.append("pretender")
+        return "pretender"
+
+
+def _holders() -> dict[str, object]:
+    mark = Marker()
+    error = AttributeError("missing")
+    error.obj = mark
+    figure, ax = plt.subplots()
+    ax.add_line(type("OwnLine", (matplotlib.lines.Line2D,), {})([0, 1], [0, 1]))
+    return {
+        "object column": pd.DataFrame({"a": [1, mark]}),
+        "column label": pd.DataFrame({mark: [1]}),
+        "index label": pd.DataFrame({"a": [1]}, index=[mark]),
+        "category": pd.Series(pd.Categorical(["a"], categories=["a", mark])),
+        "object array": np.array([1, mark], dtype=object),
+        "object series": pd.Series(["x", mark]),
+        "polars object": pl.DataFrame({"a": [mark]}, schema={"a": pl.Object}),
+        "a set": {1, mark},
+        "a key": {mark: 1},
+        "deep": [[{"k": [mark]}]],
+        "chain map": collections.ChainMap({"k": mark}),
+        "time zone": dt.datetime(2020, 1, 1, tzinfo=MarkingZone()),
+        "error argument": KeyError(mark),
+        "error attribute": error,
+        "cause": _raised_from(mark),
+        "bound method": mark.__sizeof__,
+        "own artist": figure,
+        "pretender": Pretender(),
+    }
+
+
+def _raised_from(mark: object) -> BaseException:
+    try:
+        try:
+            raise ValueError(mark)
+        except ValueError as inner:
+            raise RuntimeError("outer") from inner
+    except RuntimeError as outer:
+        return outer
+
+
+@pytest.mark.parametrize("holder", list(_holders()))
+def test_safe_describes_by_type_whatever_holds_the_notebooks_objects(holder: str) -> None:
+    value = _holders()[holder]
+    MARKS.clear()
+    item = describe(value, "v", safe=True)
+    assert MARKS == []
+    assert "Not described: showing it would run code the notebook defined" in item.text
+    plt.close("all")
+
+
+def test_safe_describes_library_values_as_before(sales: pd.DataFrame) -> None:
+    values = [sales, np.arange(5), [1, "a", None], {"k": (1.5, dt.date(2020, 1, 1))},
+              pd.Series(["a", "b"]), ValueError("bad"), np, describe]  # fmt: skip
+    for value in values:
+        assert describe(value, "v", safe=True) == describe(value, "v")
+
+
+def test_a_function_is_described_without_its_own_attributes_or_defaults_running() -> None:
+    MARKS.clear()
+
+    def fit(data: object, settings: object = Marker()) -> None:
+        """Fit the model."""
+
+    fit._repr_llm_ = lambda: MARKS.append("_repr_llm_") or "told"  # type: ignore[attr-defined]
+    MARKS.clear()
+    for safe in (False, True):
+        text = describe(fit, "fit", safe=safe).text
+        head = text.splitlines()[0]
+        assert head.endswith("fit(data: 'object', settings: 'object' = <Marker object>) -> 'None'")
+        assert "Fit the model." in text
+    assert MARKS == []

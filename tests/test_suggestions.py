@@ -172,6 +172,39 @@ def test_a_key_typed_around_the_cursor_is_not_sent(lab: Any, scripted: ScriptedS
     assert request.fim_suffix.startswith("'\ndef add(a, b):")
 
 
+METACLASSES = """
+ran = []
+class Marking(type):
+    @property
+    def __name__(cls): ran.append("__name__"); return "Fake"
+    @property
+    def __module__(cls): ran.append("__module__"); return "numpy"
+class Raising(type):
+    @property
+    def __name__(cls): raise RuntimeError("no name")
+class Marked(metaclass=Marking): pass
+class Raised(metaclass=Raising): pass
+marked, raised, prices = Marked(), Raised(), [1, 2, 3]
+"""
+
+
+@pytest.mark.kernel
+def test_the_variables_a_suggestion_sends_run_no_metaclass_of_the_notebooks(
+    lab: Any, scripted: ScriptedServer
+) -> None:
+    write_notebook(lab, "metaclass.ipynb")
+    client = kernel_client(lab, start_session(lab, "metaclass.ipynb"))
+    run_cell(client, METACLASSES)
+    run_cell(client, "ran.clear()")
+    lines = ask(lab, {"prefix": PREFIX, "suffix": "", "path": "metaclass.ipynb"})
+    assert lines[-1] == {"done": True}
+    assert run_cell(client, "print(ran)").strip() == "[]"
+    sent = json.dumps([r.body for r in scripted.requests][-1], ensure_ascii=False)
+    assert "marked: Marked (from __main__)" in sent and "raised: Raised (from __main__)" in sent
+    assert "prices: list of 3" in sent
+    client.stop_channels()
+
+
 def test_the_route_needs_the_pages_login(lab: Any) -> None:
     response = httpx.post(f"{lab.url}/nbchat/complete", json={"prefix": "x"}, timeout=30)
     assert response.status_code in (401, 403)

@@ -194,8 +194,9 @@ def build(
     async def describe_variable(path: str, name: str, ctx: Context) -> str:
         """A bounded description of one variable, as nbchat's @name mentions give the model.
 
-        Objects of the notebook's own classes are described by type and size only:
-        their ``__repr__`` is code nbchat does not run for an agent.
+        A value that is or holds objects of the notebook's own classes (in a column,
+        an array, a list) is described by type, shape and dtype only: a read runs
+        none of the notebook's code.
         """
         await session_of(path, "read")
         if not isinstance(name, str) or not name.isidentifier():

@@ -50,6 +50,7 @@ from ..base.content import chars_within as chars_within
 from ..base.errors import InputError
 from ._describers import describe_builtin, short_repr
 from ._images import MAX_SIDE, image_of, is_image
+from ._trust import NOT_DESCRIBED, foreign, kind_of, module_of, outline, static_lookup, type_name
 
 DEFAULT_BUDGET = 2000
 Formatter = Callable[[object], "str | None"]
@@ -78,6 +79,7 @@ def describe(
     formatter: Formatter | None = None,
     image: bool = True,
     max_side: int = MAX_SIDE,
+    safe: bool = False,
 ) -> ContextItem:
     """``obj`` as a :class:`ContextItem` named ``name``, its text within ``budget`` tokens.
 
@@ -91,27 +93,36 @@ def describe(
         is the description, None passes to the built-ins.
     image
         Attach figures and images as pictures (their text description stays).
+    safe
+        Run no code the notebook defined (outside agents' reads): an object
+        holding anything of the notebook's own types, however deep, is named
+        by type, shape and dtype only; no formatter, no ``repr`` on failure.
     """
     if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
         raise InputError(f"the context budget is a number of tokens above 0, got {budget!r}")
-    kind, text = _description(obj, formatter)
+    held = foreign(obj) if safe else None
+    if held is not None:
+        return ContextItem(name, kind_of(obj), f"{outline(obj)}. {NOT_DESCRIBED} ({held}); "
+                           "ask the person, or run code in the notebook after their yes.")
+    kind, text = _description(obj, None if safe else formatter, safe)
     picture = image_of(obj, max_side) if image and is_image(obj) else None
     if picture is not None:
         text += f"\n(the image is attached: {picture.width}×{picture.height} px)"
     return ContextItem(name, kind, cut_scrubbed(text, lambda whole: fit(whole, budget)), picture)
 
 
-def _description(obj: object, formatter: Formatter | None) -> tuple[str, str]:
+def _description(obj: object, formatter: Formatter | None, safe: bool) -> tuple[str, str]:
     try:
         return _first_description(obj, formatter)
     except Exception as exc:  # the object's own code (or an odd dtype) failed: say so, go on
-        kind = type(obj).__name__
-        why = excerpt(f"{type(exc).__name__}: {exc}", 200)
-        return kind, f"{type(obj).__module__}.{kind} (not described: {why}): {short_repr(obj)}"
+        kind = type_name(type(obj))
+        why = excerpt(f"{type_name(type(exc))}: {exc}", 200)
+        text = f"{module_of(type(obj))}.{kind} (not described: {why})"
+        return kind, text if safe else f"{text}: {short_repr(obj)}"
 
 
 def _first_description(obj: object, formatter: Formatter | None) -> tuple[str, str]:
-    kind = type(obj).__name__
+    kind = type_name(type(obj))
     own = _own_repr_llm(obj)
     if own is not None:
         return kind, own
@@ -123,14 +134,23 @@ def _first_description(obj: object, formatter: Formatter | None) -> tuple[str, s
     if builtin is not None:
         return builtin
     if is_image(obj):
-        return "image", f"an image ({type(obj).__module__}.{kind})"
-    return kind, f"{type(obj).__module__}.{kind}: {short_repr(obj)}"
+        return "image", f"an image ({module_of(type(obj))}.{kind})"
+    return kind, f"{module_of(type(obj))}.{kind}: {short_repr(obj)}"
 
 
 def _own_repr_llm(obj: object) -> str | None:
-    if isinstance(obj, type):  # a class's _repr_llm_ is for its instances
+    """The object's class's ``_repr_llm_()``: looked up on the class, as ``__repr__`` is.
+
+    Not on the object: a ``_repr_llm_`` set on a function, a module or a frame
+    is the notebook's code attached to a type that does not describe itself so.
+    """
+    if issubclass(type(obj), type):  # a class's _repr_llm_ is for its instances
         return None
-    method = getattr(obj, "_repr_llm_", None)
+    found = static_lookup(type(obj), "_repr_llm_")
+    if found is None:
+        return None
+    bind = static_lookup(type(found), "__get__")
+    method = bind(found, obj, type(obj)) if bind is not None else found
     if not callable(method):
         return None
     value = method()
@@ -156,7 +176,5 @@ def as_items(context: Any, budget: int = DEFAULT_BUDGET) -> list[ContextItem]:
         elif isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str):
             items.append(describe(entry[1], entry[0], budget=budget))
         else:
-            items.append(describe(entry, type(entry).__name__, budget=budget))
+            items.append(describe(entry, type_name(type(entry)), budget=budget))
     return items
-
-

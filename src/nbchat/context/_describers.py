@@ -15,7 +15,6 @@ secret cut short is no longer recognised afterwards.
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import reprlib
 import sys
@@ -26,11 +25,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..base._secrets import REDACTED, known_secrets, scrub
+from ._callables import doc_of, names_of, signature_text
 from ._images import _figure_of
-
-SAMPLE_ROWS = 100_000
-HEAD_ROWS = 5
-MAX_COLUMNS = 40
+from ._trust import HEAD_ROWS, MAX_COLUMNS, SAMPLE_ROWS, SHOWN_ITEMS, module_of, type_name
 
 
 class _ScrubbingRepr(reprlib.Repr):
@@ -78,7 +75,7 @@ def short_repr(obj: object) -> str:
     try:
         return _SHORT.repr(obj)
     except Exception as exc:  # a broken __repr__ must not break the question
-        return f"<{type(obj).__name__} object; repr() failed: {type(exc).__name__}>"
+        return f"<{type_name(type(obj))} object; repr() failed: {type_name(type(exc))}>"
 
 
 def _count(n: int) -> str:
@@ -113,7 +110,7 @@ def _pandas_frame(df: Any) -> Described:
     lines = [f"pandas DataFrame: {_count(rows)} rows × {_count(columns)} columns"]
     if columns > MAX_COLUMNS:
         lines.append(f"(only the first {MAX_COLUMNS} columns are described)")
-    lines.append(f"index: {type(df.index).__name__}, from {short_repr(_first(df.index))}")
+    lines.append(f"index: {type_name(type(df.index))}, from {short_repr(_first(df.index))}")
     lines.append("columns (dtype, nulls):")
     for position, (name, dtype) in enumerate(shown.dtypes.items()):
         lines.append(f"  {name}: {dtype}, {_nulls(shown.iloc[:, position], sample, position)}")
@@ -344,8 +341,8 @@ def _range(limits: Any) -> str:
 
 # -- the standard library -------------------------------------------------------------
 def _exception(exc: BaseException) -> Described:
-    kind = type(exc).__name__
-    lines = [f"{type(exc).__module__}.{kind}: {exc}"]
+    kind = type_name(type(exc))
+    lines = [f"{module_of(type(exc))}.{kind}: {exc}"]
     if exc.__traceback__ is not None:
         tail = traceback.format_exception(type(exc), exc, exc.__traceback__)
         lines += ["traceback (most recent call last, tail):", "".join(tail[-8:]).rstrip()]
@@ -353,38 +350,36 @@ def _exception(exc: BaseException) -> Described:
 
 
 def _container(obj: Any) -> Described:
-    kind = f"{type(obj).__name__} of {_count(len(obj))}"
+    kind = f"{type_name(type(obj))} of {_count(len(obj))}"
     sample = short_repr(obj)
     if isinstance(obj, dict):
         keys = short_repr(list(itertools.islice(obj, 30)))
-        return kind, f"{type(obj).__name__} with {_count(len(obj))} items; keys {keys}\n{sample}"
-    types_seen = sorted({type(x).__name__ for x in itertools.islice(obj, 100)})
-    head = f"{type(obj).__name__} of {_count(len(obj))} items ({', '.join(types_seen)})"
+        return kind, f"{type_name(type(obj))} with {_count(len(obj))} items; keys {keys}\n{sample}"
+    types_seen = sorted({type_name(type(x)) for x in itertools.islice(obj, SHOWN_ITEMS)})
+    head = f"{type_name(type(obj))} of {_count(len(obj))} items ({', '.join(types_seen)})"
     return kind, f"{head}\n{sample}"
 
 
 def _module(module: types.ModuleType) -> Described:
-    public = [n for n in dir(module) if not n.startswith("_")]
-    lines = [f"module {module.__name__}", f"file: {getattr(module, '__file__', None)}"]
+    """From the module's dict: its own __dir__ or __getattr__ is code, and is not run."""
+    held = module.__dict__
+    name, file = (held.get(key) for key in ("__name__", "__file__"))
+    name = name if type(name) is str else "?"
+    public = sorted(n for n in held if type(n) is str and not n.startswith("_"))
+    lines = [f"module {name}", f"file: {file if type(file) is str else None}"]
     lines += [_doc_head(module), f"{len(public)} public names: {', '.join(public[:40])}"]
-    return f"module {module.__name__}", "\n".join(line for line in lines if line)
+    return f"module {name}", "\n".join(line for line in lines if line)
 
 
 def _callable(obj: Any) -> Described:
-    name = getattr(obj, "__qualname__", None) or type(obj).__name__
-    what = "class" if inspect.isclass(obj) else "function"
-    try:
-        signature = str(inspect.signature(obj))
-    except (TypeError, ValueError):
-        signature = "(…)"
-    module = getattr(obj, "__module__", None)
-    lines = [f"{what} {module + '.' if module else ''}{name}{signature}", _doc_head(obj)]
+    what, module, name = names_of(obj)
+    lines = [f"{what} {module + '.' if module else ''}{name}{signature_text(obj)}",
+             _doc_head(obj)]  # fmt: skip
     return f"{what} {name}", "\n".join(line for line in lines if line)
 
 
 def _doc_head(obj: object) -> str:
-    doc = inspect.getdoc(obj) or ""
-    return doc.split("\n\n")[0].strip()
+    return doc_of(obj).split("\n\n")[0].strip()
 
 
 def _is_container(obj: object) -> bool:

@@ -14,10 +14,12 @@ import base64
 import io
 import struct
 import sys
+import types
 from typing import Any
 
 from ..base.content import ContextImage
 from ..base.errors import InputError
+from ._trust import module_of
 
 MAX_SIDE = 1024
 _MAX_RAW_BYTES = 4 * 1024 * 1024
@@ -46,7 +48,7 @@ def image_of(obj: object, max_side: int = MAX_SIDE) -> ContextImage:
 
 
 def _kind(obj: object) -> str | None:
-    module = type(obj).__module__
+    module = module_of(type(obj))
     if module.startswith("matplotlib.") and _figure_of(obj) is not None:
         return "figure"
     if module.startswith("PIL.") and hasattr(obj, "thumbnail") and hasattr(obj, "save"):
@@ -61,7 +63,7 @@ def _bytes_of(obj: object) -> Any:
     """The bytes of raw data or of an ``IPython.display.Image``-like object (``.data``)."""
     if isinstance(obj, (bytes, bytearray)):
         return bytes(obj)
-    data = getattr(obj, "data", None) if type(obj).__module__.startswith("IPython.") else None
+    data = getattr(obj, "data", None) if module_of(type(obj)).startswith("IPython.") else None
     return bytes(data) if isinstance(data, (bytes, bytearray)) else None
 
 
@@ -71,10 +73,12 @@ def _figure_of(obj: object) -> Any:
     if figure_module is None:
         return None
     figure_class = figure_module.Figure
-    if isinstance(obj, figure_class):
+    if issubclass(type(obj), figure_class):
         return obj
+    if issubclass(type(obj), (type, types.ModuleType)):  # no figure; asking runs their code
+        return None
     parent = getattr(obj, "figure", None)
-    return parent if isinstance(parent, figure_class) else None
+    return parent if issubclass(type(parent), figure_class) else None
 
 
 def _figure_png(obj: object, max_side: int) -> ContextImage:

@@ -27,15 +27,12 @@ from ..agents.tools import answering_tools
 from ..base._secrets import scrub
 from ..base.errors import ToolRequirementsNotMet
 from ..context import describe
+from ..context._trust import kind_of, library_type, module_of, type_name
 from ..context.run_code import CodeDecision, RunCode
 from .notebook_tools import HIDDEN, Notebook
-from .notebook_tools import kind_of as notebook_kind
 
 _PATHS: set[str] = set()  # the server-relative paths of this kernel's notebook
 _SHOWN: set[str] = set()  # the calls whose prompt this kernel has shown
-_TRUSTED = ("builtins", "numpy", "pandas", "polars", "datetime", "decimal", "fractions",
-            "collections", "pathlib", "uuid", "matplotlib", "PIL")  # fmt: skip
-_SAMPLE = 20
 FRONT_END_WAIT = 15.0  # seconds for a JupyterLab page with this notebook to answer the bridge
 NO_FRONT_END = (
     "The notebook is not open in JupyterLab with nbchat's extension, so the change was not "
@@ -61,46 +58,42 @@ def _shell() -> Any:
     return get_ipython()
 
 
-def _is_plain(value: object, depth: int = 0) -> bool:
-    """Whether describing ``value`` runs only library code, never the notebook's own classes."""
-    module = type(value).__module__.split(".")[0]
-    if module not in _TRUSTED or depth > 3:
-        return False
-    if isinstance(value, dict):
-        pairs = list(value.items())[:_SAMPLE]
-        return all(_is_plain(k, depth + 1) and _is_plain(v, depth + 1) for k, v in pairs)
-    if isinstance(value, list | tuple | set | frozenset):
-        return all(_is_plain(item, depth + 1) for item in list(value)[:_SAMPLE])
-    return True
-
-
 def _kind(value: object) -> str:
-    """``list_variables``' kind and size, without touching an object of the notebook's classes."""
-    if not _is_plain(value):  # its shape or len() would be the notebook's own code
-        return f"{type(value).__name__} (from {type(value).__module__})"
-    return notebook_kind(value)
+    """``list_variables``' kind and size; an object of the notebook's own classes by type only."""
+    if library_type(type(value)):  # its shape or len() is the library's code
+        return kind_of(value)
+    return f"{type_name(type(value))} (from {module_of(type(value))})"
+
+
+def _line(name: str, value: object) -> str:
+    try:
+        return f"{name}: {_kind(value)}"
+    except Exception:  # a library object that cannot tell its size: its type is enough
+        return f"{name}: {type_name(type(value))}"
 
 
 def variables_text() -> str:
-    """The user's variables, one a line: name and type (size for library objects), no values."""
+    """The user's variables, one a line: name and type (size for library objects), no values.
+
+    Nothing the notebook defined runs: not a metaclass's ``__name__``, not a
+    ``__len__``; one odd object never hides the others.
+    """
     shell = _shell()
     names = Notebook(shell).variable_names()
-    lines = [f"{name}: {_kind(shell.user_ns[name])}" for name in names]
+    lines = [_line(name, shell.user_ns[name]) for name in names]
     return scrub("\n".join(lines) or "The notebook defines no variables yet.")
 
 
 def describe_text(name: str) -> str:
-    """``name`` described as ``@name`` would be, if that runs no code of the notebook's own."""
+    """``name`` described as ``@name`` would be, running no code of the notebook's own.
+
+    What holds an object of the notebook's classes (in a column, an array, a
+    list) is named by type, shape and dtype only (``describe(..., safe=True)``).
+    """
     namespace = _shell().user_ns
     if not name.isidentifier() or name not in namespace or name in HIDDEN:
         return f"{name!r} is not a variable of this notebook; list_variables shows them."
-    value = namespace[name]
-    if not _is_plain(value):
-        return (
-            f"{name}: {_kind(value)}. Not described: showing it would run the notebook's own "
-            "code (its __repr__); ask the person, or use run_code, which asks first."
-        )
-    item = describe(value, name, image=False)
+    item = describe(namespace[name], name, image=False, safe=True)
     return f"{item.kind}\n{item.text}"
 
 

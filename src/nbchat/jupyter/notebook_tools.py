@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import sys
 import traceback
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,7 @@ from ..base.errors import InputError
 from ..base.markup import fence
 from ..context import DEFAULT_BUDGET, describe
 from ..context._mentions import resolve_mentions
+from ..context._trust import kind_of
 
 HIDDEN = frozenset({"In", "Out", "exit", "quit", "get_ipython", "open"})
 RUN_BUDGET = 1500  # tokens of output returned to the model per run
@@ -122,7 +124,8 @@ class Notebook:
         return [
             name
             for name, value in self.shell.user_ns.items()
-            if not name.startswith("_") and name not in hidden and not _is_module(value)
+            if type(name) is str and not name.startswith("_") and name not in hidden
+            and not _is_module(value)
         ]
 
     def list_variables(self) -> str:
@@ -250,19 +253,8 @@ def _repr(value: object) -> str:
     return text if len(text) <= 4000 else text[:4000] + " …"
 
 
-def kind_of(value: object) -> str:
-    """A value's type and size (shape, or length), never its value."""
-    shape = getattr(value, "shape", None)
-    name = type(value).__name__
-    if isinstance(shape, tuple) and all(isinstance(n, int) for n in shape):
-        return f"{name} {'×'.join(f'{n:,}' for n in shape)}"
-    if isinstance(value, (list, tuple, dict, set, frozenset, str, bytes)):
-        return f"{name} of {len(value):,}"
-    return name
-
-
 def _is_module(value: object) -> bool:
-    return type(value).__name__ == "module"
+    return issubclass(type(value), types.ModuleType)
 
 
 def notebook_tools(
