@@ -8,6 +8,7 @@ in the notebook's kernel, through a second front end (jupyter_client).
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.error
 import urllib.request
@@ -64,6 +65,11 @@ class Notebook:
 
     def close(self) -> None:
         self.client.stop_channels()
+
+    def shut_down(self, lab: Any) -> None:
+        """Close the client and the session, whose kernel stops."""
+        self.close()
+        rest(lab, f"api/sessions/{self.session['id']}", "DELETE")
 
 
 @pytest.fixture
@@ -382,8 +388,12 @@ def test_a_server_restart_loses_nothing(base: Path, tmp_path: Path) -> None:
                                     code="print('after the restart')", why="x"))
         made.close()
     with agent_server(tmp_path, name="second") as second:
+        before = mcp_call(second, token, "call_status", handle=call["handle"], wait_seconds=1)
+        assert not before.is_error, result_data(before)  # no kernel runs it yet: it still waits
+        assert result_data(before)["state"] == "waiting"
         made = Notebook(second, "restart.ipynb")
         try:
+            assert "does not know yet" in made.run("%env NBCHAT_LIVE=0\n%chat --agents")
             waiting = result_data(mcp_call(second, token, "call_status", handle=call["handle"]))
             assert waiting["state"] == "waiting"
             made.run(f"%chat --answer {call['handle']} run")
@@ -436,6 +446,137 @@ def test_a_token_works_only_within_its_scope_and_classes(
     assert refused.is_error and "may not use execute tools" in result_data(refused)
     assert agent_turns(base) == before
     assert notebook.run("print(counter)").strip() == "0"
+
+
+# -- which notebook, which file -------------------------------------------------------------
+def test_a_call_is_offered_and_answered_only_in_its_own_notebooks_kernel(
+    lab: Any, base: Path
+) -> None:
+    top, sub = Notebook(lab, "work.ipynb"), Notebook(lab, "sub/work.ipynb")
+    try:
+        token = mint(base)
+        for made in (top, sub):
+            made.run("%env NBCHAT_LIVE=0\nwhere = 'nowhere yet'")
+        here = result_data(mcp_call(lab, token, "run_code", path="sub/work.ipynb",
+                                    code="where = 'sub'", why="its own"))  # fmt: skip
+        there = result_data(mcp_call(lab, token, "run_code", path="work.ipynb",
+                                     code="where = 'top'", why="the other"))  # fmt: skip
+        shown = sub.run("%chat --agents")
+        assert f"[{here['handle']}]" in shown and f"[{there['handle']}]" not in shown
+        assert "Waiting in work.ipynb (answer it there)" in shown
+        refused = sub.run(f"%chat -t {there['handle'].split('.')[0]} --answer "
+                          f"{there['handle']} run")  # fmt: skip
+        assert "answer it there" in refused
+        assert sub.run("print(where)").strip() == "nowhere yet"
+        assert result_data(mcp_call(lab, token, "call_status",
+                                    handle=there["handle"]))["state"] == "waiting"
+        top.run(f"%chat -t {there['handle'].split('.')[0]} --answer {there['handle']} run")
+        assert result_data(mcp_call(lab, token, "call_status",
+                                    handle=there["handle"]))["state"] == "done"
+        assert top.run("print(where)").strip() == "top"
+        sub.run(f"%chat -t {here['handle'].split('.')[0]} --answer {here['handle']} run")
+        assert sub.run("print(where)").strip() == "sub"
+    finally:
+        for made in (top, sub):
+            made.shut_down(lab)
+
+
+def test_symlinks_in_the_scope_reach_no_file_outside_it(lab: Any, base: Path) -> None:
+    secret = "the-outside-secret-0042"
+    write_notebook(lab, "outside/secret.ipynb", [f"print('{secret}')"])
+    write_notebook(lab, "linked/own.ipynb", ["print('inside')"])
+    away = base / "beyond-the-root.ipynb"  # a file outside the server's root altogether
+    away.write_text((lab.root_dir / "outside" / "secret.ipynb").read_text())
+    (lab.root_dir / "linked" / "file.ipynb").symlink_to("../outside/secret.ipynb")
+    (lab.root_dir / "linked" / "away.ipynb").symlink_to(away)
+    (lab.root_dir / "linked" / "up").symlink_to("..")  # a folder pointing up, to the root
+    linked = ["linked/file.ipynb", "linked/away.ipynb", "linked/up/outside/secret.ipynb"]
+    token = mint(base, "linked", paths=["linked"])
+    own = result_data(mcp_call(lab, token, "read_cells", path="linked/own.ipynb"))
+    assert "inside" in own["result"]  # the scope itself reads
+    for path in linked:
+        refused = mcp_call(lab, token, "read_cells", path=path)
+        assert refused.is_error and "may not touch" in result_data(refused), path
+        assert secret not in str(result_data(refused))
+    opened = [Notebook(lab, path) for path in (linked[0], linked[2])]  # kernels for the links
+    try:
+        before = agent_turns(base)
+        listed = result_data(mcp_call(lab, token, "list_notebooks"))["notebooks"]
+        assert not {entry["path"] for entry in listed} & set(linked)
+        for made in opened:
+            for tool, arguments in (("run_code", {"code": "x = 1", "why": "x"}),
+                                    ("list_variables", {})):  # fmt: skip
+                refused = mcp_call(lab, token, tool, path=made.name, **arguments)
+                assert refused.is_error and "may not touch" in result_data(refused), made.name
+        assert agent_turns(base) == before
+    finally:
+        for made in opened:
+            made.shut_down(lab)
+
+
+# -- a long-running server ----------------------------------------------------------------
+def _open_fds(lab: Any) -> int:
+    return len(os.listdir(f"/proc/{lab.process.pid}/fd"))
+
+
+def _bytes_read(lab: Any) -> int:
+    """What the server process has read so far (files and pipes), from /proc."""
+    for line in Path(f"/proc/{lab.process.pid}/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/PID/io")
+
+
+def _cycle(lab: Any, token: str, name: str) -> None:
+    """A notebook's kernel starts, an agent reads it (the server's client on it), it stops."""
+    made = Notebook(lab, name)
+    try:
+        assert "no variables" in result_data(mcp_call(lab, token, "list_variables",
+                                                      path=name))["result"]  # fmt: skip
+    finally:
+        made.shut_down(lab)
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts the server's fds in /proc")
+def test_a_stopped_kernels_client_is_dropped(lab: Any, base: Path) -> None:
+    token = mint(base)
+    _cycle(lab, token, "cycled-0.ipynb")  # the first use loads what every later one shares
+    time.sleep(1)
+    before = _open_fds(lab)
+    for n in range(1, 4):
+        _cycle(lab, token, f"cycled-{n}.ipynb")
+    deadline = time.monotonic() + 20
+    while _open_fds(lab) > before + 3 and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert _open_fds(lab) <= before + 3, (before, _open_fds(lab))
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").is_file(), reason="reads the server's /proc/PID/io")
+def test_call_status_waits_on_a_change_without_rereading_the_thread(
+    lab: Any, base: Path, notebook: Any
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    token = mint(base, "patient agent")
+    code = "# " + "z" * 2_000_000 + "\ncounter += 1"  # a thread file of megabytes to re-read
+    call = result_data(mcp_call(lab, token, "run_code", path=notebook.name, code=code, why="wait"))
+    thread_file = next((base / "store").glob(f"*/thread-{call['handle'].split('.')[0]}.json"))
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(mcp_call, lab, token, "call_status", handle=call["handle"],
+                              wait_seconds=20)  # fmt: skip
+        time.sleep(1.0)  # it has read the call once, and waits
+        read_before = _bytes_read(lab)
+        time.sleep(2.0)
+        read_while_waiting = _bytes_read(lab) - read_before
+        assert not waiting.done()
+        notebook.run(f"%chat --answer {call['handle']} 'reject: not this time'")
+        answered = time.monotonic()
+        status = result_data(waiting.result(timeout=30))
+        returned = time.monotonic() - answered
+    assert status["state"] == "rejected"
+    assert returned < 10  # on the answer, well before its 20 s
+    assert read_while_waiting < thread_file.stat().st_size, (read_while_waiting,
+                                                             thread_file.stat().st_size)
 
 
 # -- hostile arguments --------------------------------------------------------------------

@@ -7,6 +7,7 @@ between answers and between minting processes use real processes.
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 import stat
@@ -299,3 +300,38 @@ def test_a_read_that_asks_reads_only_after_run(chat: Chat, tokens: TokenStore) -
     chat.answer_tool_call(thread, "run")
     done = gate.status(token, call.handle)
     assert done.state == "done" and done.result == "read describe_variable df"
+
+
+def test_a_wait_on_a_call_ends_on_another_processs_answer(
+    chat: Chat, tokens: TokenStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    location: str,
+) -> None:
+    monkeypatch.setenv("RUNS_FILE", str(tmp_path / "runs.txt"))
+    token = tokens.verify(tokens.mint("claude").secret)
+    gate = AgentGate(chat.store)
+    call = ask(chat, token, "answered()")
+    thread = int(call.handle.split(".")[0])
+    call_id = chat.pending_calls(thread)[0].call_id
+    context = multiprocessing.get_context("spawn")
+    said = context.Queue()
+
+    async def waiting() -> list[str]:
+        stamp = gate.stamp(call.handle)
+        seen = [gate.status(token, call.handle).state]
+        waiter = asyncio.ensure_future(gate.wait(call.handle, 60, since=stamp))
+        await asyncio.sleep(0.5)
+        seen.append("woken early" if waiter.done() else "still waiting")
+        answerer = context.Process(target=_answer, args=(location, thread, call_id, said))
+        answerer.start()
+        await asyncio.wait_for(waiter, 30)  # well before its 60 s: the stamp changed
+        await asyncio.get_running_loop().run_in_executor(None, answerer.join, 60)
+        seen.append(gate.status(token, call.handle).state)
+        again = asyncio.ensure_future(gate.wait(call.handle, 60, since=gate.stamp(call.handle)))
+        await asyncio.sleep(0)
+        key = request_key(token, "run_code", {"code": "another()"}, 2)  # this gate writes
+        gate.request(token, "run_code", {"code": "another()"}, notebook="nb.ipynb", key=key)
+        await asyncio.wait_for(again, 30)
+        return seen
+
+    assert asyncio.run(waiting()) == ["waiting", "still waiting", "done"]
+    assert said.get(timeout=5) == "won"

@@ -11,13 +11,19 @@ into the same turn, where :meth:`AgentGate.status` finds it for the agent.
 
 A request re-sent with the same key (a client retrying after a dropped
 stream) finds the call it made before: the call id is derived from the key.
+An agent waiting on a call (:meth:`AgentGate.wait`) is woken by this gate's
+own writes at once and sees another process's (the kernel's answer) by the
+thread's stamp, never by re-reading the thread.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -41,6 +47,7 @@ AGENT_MODEL = "outside-agent"
 RETRY_WINDOW = 600.0  # seconds within which the same request key finds the same call
 RECENT_TURNS = 200
 WHY_MAX = 500
+STAMP_EVERY = 0.1  # seconds between looks at a thread's stamp while an agent waits
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,7 @@ class AgentGate:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._threads: dict[str, int] = {}
+        self._listeners: set[Callable[[int], None]] = set()
 
     # -- the agent's side ------------------------------------------------------
     def request(
@@ -124,6 +132,7 @@ class AgentGate:
         self.store.update_turn(
             thread_id, turn, messages=[assistant], pending=[pending], status="suspended"
         )
+        self._changed(thread_id)
         return self._call(self.store.get(thread_id), turn)
 
     def status(self, token: AgentToken, handle: str) -> AgentCall:
@@ -138,6 +147,39 @@ class AgentGate:
                 or turn >= len(thread.turns):  # fmt: skip
             raise AgentRefused(f"no call {handle!r} was made with this token", status=404)
         return self._call(thread, turn)
+
+    def stamp(self, handle: str) -> object:
+        """The stamp of the thread of the call ``handle`` names: take it before reading
+        the call, and :meth:`wait` since it (a write in between is not missed)."""
+        return self.store.stamp(_parse_handle(handle)[0])
+
+    async def wait(self, handle: str, seconds: float, since: object) -> None:
+        """Return once the thread of the call ``handle`` names may have changed after the
+        stamp ``since``, or after ``seconds``: at once for this gate's writes, within
+        STAMP_EVERY for another process's (the stamp costs no read of the thread)."""
+        thread_id, _ = _parse_handle(handle)
+        loop = asyncio.get_running_loop()
+        changed = asyncio.Event()
+
+        def listener(written: int) -> None:
+            if written == thread_id:
+                loop.call_soon_threadsafe(changed.set)
+
+        deadline = loop.time() + seconds
+        self._listeners.add(listener)
+        try:
+            while (left := deadline - loop.time()) > 0:
+                if self.store.stamp(thread_id) != since:
+                    return
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(changed.wait(), min(STAMP_EVERY, left))
+                    return
+        finally:
+            self._listeners.discard(listener)
+
+    def _changed(self, thread_id: int) -> None:
+        for listener in list(self._listeners):
+            listener(thread_id)
 
     def waiting(self, token: AgentToken) -> list[AgentCall]:
         """This token's calls that still wait for the person."""
@@ -160,6 +202,7 @@ class AgentGate:
             return  # ended already (or not ours): the first result stands
         call = PendingCall(thread_id, index, first.id, first.name, {}, Prompt("code", ""))
         complete_outside(self.store, call, output)
+        self._changed(thread_id)
 
     # -- the thread of a token --------------------------------------------------
     def _known_thread(self, token: AgentToken) -> int | None:

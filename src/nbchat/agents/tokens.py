@@ -94,11 +94,15 @@ class AgentToken:
                 f"{', '.join(self.classes)}); mint a token with --agent-tools {kind}", status=403,
             )  # fmt: skip
         if path is not None and not self.may_touch(path):
-            raise AgentRefused(
-                f"token {self.label!r} may not touch {path!r} (its scope: "
-                f"{', '.join(self.paths) or 'nothing'}); mint one whose scope holds it",
-                status=403,
-            )
+            raise self.out_of_scope(path)
+
+    def out_of_scope(self, path: str) -> AgentRefused:
+        """The refusal for ``path`` outside this token's scope (by its name or by its file)."""
+        return AgentRefused(
+            f"token {self.label!r} may not touch {path!r} (its scope: "
+            f"{', '.join(self.paths) or 'nothing'}); mint one whose scope holds it",
+            status=403,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -116,12 +116,17 @@ def show_agents(owner: Any, opts: Any, text: str) -> None:
     for call in elsewhere:
         where = markup.for_terminal(str(call.arguments.get("notebook", "")))
         print(f"Waiting in {where} (answer it there): {markup.for_terminal(call.prompt.question)}")
+    from . import _agent_kernel
+
+    if elsewhere and not _agent_kernel.knows_its_notebook():
+        print("This kernel does not know yet which notebook it is (the server tells it when "
+              "it shows it a call): a call for this notebook shows here after the agent's "
+              "next call_status.")
     if not mine:
         print("No agent call waits for this notebook.")
         return
     print(f"{len(mine)} agent call{'s' * (len(mine) > 1)} wait{'s' * (len(mine) == 1)} for "
           "your answer here:")  # fmt: skip
-    from . import _agent_kernel
     from .prompts import show_tool_prompts
     from .render import detect_mode
 

@@ -29,6 +29,7 @@ import ipaddress
 import json
 import logging
 import os
+import time
 from typing import Any
 
 from tornado import web
@@ -45,6 +46,8 @@ from ..store._open import open_store
 
 ROUTE = "nbchat/mcp"
 EVALUATE_TIMEOUT = 10.0
+WAKE_EVERY = 2.0  # seconds: a kernel told its paths is not told them again sooner
+KERNEL_ACTIONS = "https://events.jupyter.org/jupyter_server/kernel_actions/v1"
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
@@ -120,12 +123,22 @@ def jupyter_token(serverapp: Any) -> str:
 
 
 class ServerNotebooks:
-    """The notebooks of a Jupyter server, as the MCP tools see them."""
+    """The notebooks of a Jupyter server, as the MCP tools see them.
+
+    One kernel client per kernel that a tool reached (its shell channel only),
+    dropped when the kernel shuts down or restarts, so a long-running server
+    keeps no socket for a kernel that is gone. Waking tells the kernel the exact
+    server-relative paths of its sessions: a kernel answers only their calls.
+    """
 
     def __init__(self, serverapp: Any) -> None:
         self.serverapp = serverapp
         self._clients: dict[str, Any] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._told: dict[str, tuple[tuple[str, ...], float]] = {}  # kernel: its paths, when
+        events = getattr(serverapp, "event_logger", None)
+        if events is not None:
+            events.add_listener(schema_id=KERNEL_ACTIONS, listener=self._on_kernel_action)
 
     async def sessions(self) -> list[NotebookSession]:
         found = []
@@ -138,7 +151,15 @@ class ServerNotebooks:
             found.append(NotebookSession(str(session.get("path", "")), kernel["id"],
                                          str(kernel.get("name", "")), language,
                                          str(kernel.get("execution_state", "")),))  # fmt: skip
+        self._forget_gone()
         return found
+
+    async def resolve(self, path: str) -> str | None:
+        manager = self.serverapp.contents_manager
+        root = getattr(manager, "root_dir", None)
+        if not isinstance(root, str) or not os.path.isdir(root):
+            return path  # not files of this machine: no symlinks to follow
+        return agent_server.file_under(root, path)
 
     async def read(self, path: str) -> dict[str, Any]:
         manager = self.serverapp.contents_manager
@@ -154,7 +175,7 @@ class ServerNotebooks:
         kernel_id = await self._kernel_of(path)
         async with self._locks.setdefault(kernel_id, asyncio.Lock()):
             client = self._client(kernel_id)
-            msg_id = client.execute("", silent=True, store_history=False,
+            msg_id = client.execute("", silent=True, store_history=False, allow_stdin=False,
                                     user_expressions={"r": expression})  # fmt: skip
             reply = await self._reply(client, msg_id)
         value = reply["content"].get("user_expressions", {}).get("r", {})
@@ -167,12 +188,23 @@ class ServerNotebooks:
         return str(value.get("data", {}).get("text/plain", ""))
 
     async def wake(self, path: str) -> None:
-        kernel_id = await self._kernel_of(path)
-        call = f"__import__('nbchat.jupyter._agent_kernel', fromlist=['_']).wake({path!r})"
+        """Tell the kernel of ``path``, if one runs, its paths and that a call waits there."""
+        sessions = await self.sessions()
+        kernel_id = next((s.kernel_id for s in sessions if s.path == path), None)
+        if kernel_id is None or kernel_id not in self.serverapp.kernel_manager:
+            return  # no kernel now: the call waits, and shows once one runs and is woken
+        paths = tuple(sorted({s.path for s in sessions if s.kernel_id == kernel_id}))
+        told = self._told.get(kernel_id)
+        if told is not None and told[0] == paths and time.monotonic() - told[1] < WAKE_EVERY:
+            return
+        self._told[kernel_id] = (paths, time.monotonic())
+        call = (f"__import__('nbchat.jupyter._agent_kernel', fromlist=['_']).wake({path!r}, "
+                f"{list(paths)!r})")  # fmt: skip
         # Under the kernel's lock: a send while a read waits on the same client can lose
         # the read's wake-up; the wake's own reply is skipped by the next read.
         async with self._locks.setdefault(kernel_id, asyncio.Lock()):
-            self._client(kernel_id).execute(call, silent=True, store_history=False)
+            self._client(kernel_id).execute(call, silent=True, store_history=False,
+                                            allow_stdin=False)  # fmt: skip
 
     async def _kernel_of(self, path: str) -> str:
         for session in await self.sessions():
@@ -184,9 +216,36 @@ class ServerNotebooks:
         client = self._clients.get(kernel_id)
         if client is None:
             client = self.serverapp.kernel_manager.get_kernel(kernel_id).client()
-            client.start_channels()
+            # The shell channel is all a silent request needs: no heartbeat thread, and no
+            # iopub socket filling with output nobody reads.
+            client.start_channels(shell=True, iopub=False, stdin=False, hb=False,
+                                  control=False)  # fmt: skip
             self._clients[kernel_id] = client
         return client
+
+    async def _on_kernel_action(self, logger: Any, schema_id: str, data: dict) -> None:
+        """A kernel shut down or restarted: drop its client; a restarted one is told again."""
+        kernel_id, action = data.get("kernel_id"), data.get("action")
+        if not kernel_id or action not in ("shutdown", "restart"):
+            return
+        told = self._told.get(kernel_id)
+        self._drop(kernel_id)
+        if action == "restart" and told is not None and data.get("status") == "success":
+            # It knew its paths and had calls waiting: tell the new process, show them again.
+            await self.wake(told[0][0])
+
+    def _forget_gone(self) -> None:
+        """Drop the clients of kernels the server no longer has (culled, died)."""
+        manager = self.serverapp.kernel_manager
+        for kernel_id in [k for k in self._clients if k not in manager]:
+            self._drop(kernel_id)
+
+    def _drop(self, kernel_id: str) -> None:
+        self._told.pop(kernel_id, None)
+        self._locks.pop(kernel_id, None)
+        client = self._clients.pop(kernel_id, None)
+        if client is not None:
+            client.stop_channels()
 
     @staticmethod
     async def _reply(client: Any, msg_id: str) -> dict[str, Any]:

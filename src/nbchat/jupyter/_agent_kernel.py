@@ -8,8 +8,12 @@ call in the notebook: the side panel opens on the agent's thread with the
 call's prompt (Run / Edit / Reject, the code through the same view as
 ``run_code``'s), and ``%chat --agents`` shows the waiting calls in a cell.
 
-A call is answered only in the kernel of its own notebook (the server tells
-the kernel which notebooks are its own; ``JPY_SESSION_NAME`` says it too).
+A call is answered only in the kernel of its own notebook: the server tells
+the kernel the exact server-relative paths of its sessions each time it
+wakes it, and a call whose notebook is not one of them, to the letter, is
+neither shown here nor answered (``sub/work.ipynb``'s kernel never answers
+``work.ipynb``'s call). A kernel the server has not told yet answers none
+until it is woken (the agent's next ``call_status`` does).
 Code runs as ``run_code``'s does; cell changes go to the notebook's
 JupyterLab front end through :mod:`._lab_bridge`, whose reply ends the call.
 """
@@ -22,7 +26,7 @@ import os
 from typing import Any
 
 from ..agents.gate import AGENT_MODEL, TOOL_PREFIX, AgentGate
-from ..agents.server import NotebookSession
+from ..agents.server import NotebookSession, file_under
 from ..agents.tools import answering_tools
 from ..base._secrets import scrub
 from ..base.errors import ToolRequirementsNotMet
@@ -31,7 +35,7 @@ from ..context._trust import kind_of, library_type, module_of, type_name
 from ..context.run_code import CodeDecision, RunCode
 from .notebook_tools import HIDDEN, Notebook
 
-_PATHS: set[str] = set()  # the server-relative paths of this kernel's notebook
+_PATHS: set[str] = set()  # the server-relative paths of this kernel's sessions, as told
 _SHOWN: set[str] = set()  # the calls whose prompt this kernel has shown
 FRONT_END_WAIT = 15.0  # seconds for a JupyterLab page with this notebook to answer the bridge
 NO_FRONT_END = (
@@ -42,13 +46,14 @@ NO_FRONT_END = (
 
 # -- which notebook this kernel is ---------------------------------------------------
 def is_mine(path: object) -> bool:
-    """Whether the notebook at ``path`` (relative to the server's root) is this kernel's."""
-    if not isinstance(path, str) or not path:
-        return False
-    if path in _PATHS:
-        return True
-    session = os.environ.get("JPY_SESSION_NAME", "").replace("\\", "/")
-    return bool(session) and (session == path or session.endswith("/" + path))
+    """Whether ``path`` (relative to the server's root) is exactly one of this kernel's
+    notebooks, as the server last said."""
+    return isinstance(path, str) and path in _PATHS
+
+
+def knows_its_notebook() -> bool:
+    """Whether the server (or an in-process server) has told this kernel its notebook."""
+    return bool(_PATHS)
 
 
 # -- reads ------------------------------------------------------------------------------
@@ -98,9 +103,17 @@ def describe_text(name: str) -> str:
 
 
 # -- the gate's prompts -------------------------------------------------------------------
-def wake(path: str = "") -> None:
-    """A gated call waits for ``path``, this kernel's notebook: show it in the side panel."""
-    if path:
+def wake(path: str = "", paths: list[str] | None = None) -> None:
+    """A gated call waits for ``path``, this kernel's notebook: show it in the side panel.
+
+    ``paths`` are all the server's sessions of this kernel, replacing what it was told
+    before (a renamed notebook is no longer its old name); without them ``path`` is
+    added (one kernel serving one named notebook in-process).
+    """
+    if paths is not None:
+        _PATHS.clear()
+        _PATHS.update(p for p in paths if isinstance(p, str) and p)
+    elif path:
         _PATHS.add(path)
     chat = _chat()
     calls = [call for call in waiting_calls(chat) if call.call_id not in _SHOWN]
@@ -269,6 +282,9 @@ class KernelNotebooks:
 
     async def sessions(self) -> list[NotebookSession]:
         return [NotebookSession(self.path, "this-kernel", "python3", "python", "idle")]
+
+    async def resolve(self, path: str) -> str | None:
+        return file_under(os.getcwd(), path)  # the kernel's folder stands for the server's root
 
     async def read(self, path: str) -> dict[str, Any]:
         if path != self.path:  # only this notebook's own file, never another path

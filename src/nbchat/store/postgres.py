@@ -131,6 +131,15 @@ class PostgresStore:
             return f"{self.url} threads of user {self.user!r}"
         return f"{self.url} thread {thread_id} of user {self.user!r}"
 
+    def stamp(self, thread_id: int) -> object:
+        """What changes whenever the thread is written (its update time and turn count),
+        one small query: for a caller that waits on another process's write. None: gone."""
+        tid = self._check_id(thread_id)
+        with self._db.connection(self._timeout) as conn:
+            row = conn.execute("SELECT updated, turns FROM nbchat_threads WHERE owner = %s "
+                               "AND id = %s", [self.user, tid]).fetchone()  # fmt: skip
+        return None if row is None else tuple(row)
+
     # -- threads ---------------------------------------------------------------------
 
     def new_thread(

@@ -65,7 +65,7 @@ from ..base.errors import (
 )
 from ..base.records import AnsweredCall, PendingCall, RecordError
 from . import _spending
-from ._files import Entry, UserFolder, is_writer_alive, not_a_folder, writer_token
+from ._files import Entry, UserFolder, file_stamp, is_writer_alive, not_a_folder, writer_token
 from ._storage import corrupt, fsync_dir, load_json, open_db
 from ._threadfile import (
     add_turn,
@@ -367,6 +367,14 @@ class ThreadStore:
         key, dollars = _check_kernel(kernel), _check_amount(amount)
         with self._folder.locked():
             return _spending.add(self._folder.path, key, dollars)
+
+    def stamp(self, thread_id: int) -> object:
+        """What changes whenever the thread is written, read without the lock or the file:
+        for a caller that waits on another process's write. None: no such thread."""
+        try:
+            return file_stamp(os.stat(self._folder.thread(self._check_id(thread_id))))
+        except FileNotFoundError:
+            return None
 
     # -- inside the lock ---------------------------------------------------------------
 
