@@ -24,6 +24,7 @@ server's own kernel manager (:class:`ServerNotebooks`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import ipaddress
 import json
@@ -46,6 +47,7 @@ from ..store._open import open_store
 
 ROUTE = "nbchat/mcp"
 EVALUATE_TIMEOUT = 10.0
+WAKE_WAIT = 1.0  # seconds a wake waits for the kernel to take in its notebook
 WAKE_EVERY = 2.0  # seconds: a kernel told its paths is not told them again sooner
 KERNEL_ACTIONS = "https://events.jupyter.org/jupyter_server/kernel_actions/v1"
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -135,7 +137,8 @@ class ServerNotebooks:
         self.serverapp = serverapp
         self._clients: dict[str, Any] = {}
         self._locks: dict[str, asyncio.Lock] = {}
-        self._told: dict[str, tuple[tuple[str, ...], float]] = {}  # kernel: its paths, when
+        # kernel: (its paths, its process), when told
+        self._told: dict[str, tuple[tuple[tuple[str, ...], object], float]] = {}
         events = getattr(serverapp, "event_logger", None)
         if events is not None:
             events.add_listener(schema_id=KERNEL_ACTIONS, listener=self._on_kernel_action)
@@ -194,17 +197,25 @@ class ServerNotebooks:
         if kernel_id is None or kernel_id not in self.serverapp.kernel_manager:
             return  # no kernel now: the call waits, and shows once one runs and is woken
         paths = tuple(sorted({s.path for s in sessions if s.kernel_id == kernel_id}))
+        # A restarted kernel keeps its id but has forgotten what it was told: its process counts.
+        process = getattr(self.serverapp.kernel_manager.get_kernel(kernel_id).provisioner,
+                          "pid", None)  # fmt: skip
         told = self._told.get(kernel_id)
-        if told is not None and told[0] == paths and time.monotonic() - told[1] < WAKE_EVERY:
+        if told is not None and told[0] == (paths, process) and \
+                time.monotonic() - told[1] < WAKE_EVERY:  # fmt: skip
             return
-        self._told[kernel_id] = (paths, time.monotonic())
+        self._told[kernel_id] = ((paths, process), time.monotonic())
         call = (f"__import__('nbchat.jupyter._agent_kernel', fromlist=['_']).wake({path!r}, "
                 f"{list(paths)!r})")  # fmt: skip
         # Under the kernel's lock: a send while a read waits on the same client can lose
-        # the read's wake-up; the wake's own reply is skipped by the next read.
+        # the read's wake-up. Its reply is awaited briefly, so that the kernel knows its
+        # notebook before the agent holds the handle (a new client's socket may still be
+        # connecting while the person's answer arrives on theirs); a busy kernel learns later.
         async with self._locks.setdefault(kernel_id, asyncio.Lock()):
-            self._client(kernel_id).execute(call, silent=True, store_history=False,
-                                            allow_stdin=False)  # fmt: skip
+            client = self._client(kernel_id)
+            msg_id = client.execute(call, silent=True, store_history=False, allow_stdin=False)
+            with contextlib.suppress(KernelBusy):
+                await self._reply(client, msg_id, WAKE_WAIT)
 
     async def _kernel_of(self, path: str) -> str:
         for session in await self.sessions():
@@ -232,7 +243,7 @@ class ServerNotebooks:
         self._drop(kernel_id)
         if action == "restart" and told is not None and data.get("status") == "success":
             # It knew its paths and had calls waiting: tell the new process, show them again.
-            await self.wake(told[0][0])
+            await self.wake(told[0][0][0])
 
     def _forget_gone(self) -> None:
         """Drop the clients of kernels the server no longer has (culled, died)."""
@@ -248,9 +259,9 @@ class ServerNotebooks:
             client.stop_channels()
 
     @staticmethod
-    async def _reply(client: Any, msg_id: str) -> dict[str, Any]:
+    async def _reply(client: Any, msg_id: str, timeout: float = EVALUATE_TIMEOUT) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + EVALUATE_TIMEOUT
+        deadline = loop.time() + timeout
         while True:
             left = deadline - loop.time()
             if left <= 0:
