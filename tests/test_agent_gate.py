@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from agent_helpers import run_async
 from nbchat import Chat
 from nbchat.agents import AgentGate, TokenStore
 from nbchat.agents.gate import request_key
@@ -333,5 +334,5 @@ def test_a_wait_on_a_call_ends_on_another_processs_answer(
         await asyncio.wait_for(again, 30)
         return seen
 
-    assert asyncio.run(waiting()) == ["waiting", "still waiting", "done"]
+    assert run_async(waiting) == ["waiting", "still waiting", "done"]
     assert said.get(timeout=5) == "won"
