@@ -82,6 +82,12 @@ def offered(server: ScriptedServer, request: int = 0) -> list[str]:
     return [t["function"]["name"] for t in server.chat_requests[request].body.get("tools") or ()]
 
 
+def offered_last(server: ScriptedServer) -> list[str]:
+    """The tools of the last request that offered any (a title's, made beside it, offers none)."""
+    last = [request for request in server.chat_requests if request.body.get("tools")][-1]
+    return [t["function"]["name"] for t in last.body["tools"]]
+
+
 def ask_to_note(chat: Chat, server: ScriptedServer, text: str, then: str, times: int = 1):
     """A new thread asked "note please": the model calls write_note(text), then says ``then``."""
     server.script(
@@ -288,7 +294,7 @@ def test_a_tool_relisted_as_writing_mid_turn_asks_before_it_runs(
     assert chat.answer_tool_call(thread, "Run").text == "It is 5."
     assert tool_messages(scripted_server) == ["add is writing now", "5"]
     tools = {tool.name: tool for tool in mcp_tools(None)}  # the next question's tools
-    assert tools["t__add"].auto_response({}) is None and "t__add" in offered(scripted_server, -1)
+    assert tools["t__add"].auto_response({}) is None and "t__add" in offered_last(scripted_server)
 
 
 def test_a_call_to_run_at_once_is_judged_again_when_it_runs(configure, notes):
@@ -443,7 +449,7 @@ def test_chat_mcp_chooses_servers_and_off_starts_nothing(configure, scripted_ser
     assert offered(scripted_server) == []
     assert [s.state for s in session_servers().status()] == ["not started"]
     chat.ask(chat.new_thread(), "hi", mcp=["t"])
-    assert offered(scripted_server, -1)[0] == "t__add"
+    assert offered_last(scripted_server)[0] == "t__add"
     with pytest.raises(InputError, match="no MCP server named 'nope'; configured: t; see"):
         chat.ask(chat.new_thread(), "hi", mcp="nope")
 
