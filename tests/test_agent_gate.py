@@ -336,3 +336,24 @@ def test_a_wait_on_a_call_ends_on_another_processs_answer(
 
     assert run_async(waiting) == ["waiting", "still waiting", "done"]
     assert said.get(timeout=5) == "won"
+
+
+def test_the_calls_waiting_for_one_token_are_bounded_in_number_and_size(
+    chat: Chat, tokens: TokenStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nbchat.agents import gate as gate_module
+
+    monkeypatch.setattr(gate_module, "MAX_WAITING_CHARS", 2_500)
+    token = tokens.verify(tokens.mint("claude").secret)
+    first = ask(chat, token, "a" * 1_000, request_id=1)
+    ask(chat, token, "b" * 1_000, request_id=2)
+    assert ask(chat, token, "a" * 1_000, request_id=1).handle == first.handle  # a re-send
+    with pytest.raises(AgentRefused, match=r"this call's 1,000 characters with the 2,0\d\d of "
+                                           r"this token's waiting calls pass 2,500") as refused:
+        ask(chat, token, "c" * 1_000, request_id=3)
+    assert refused.value.status == 429
+    thread = int(first.handle.split(".")[0])
+    chat.answer_tool_call(thread, "reject", call_id=chat.pending_calls(thread)[0].call_id)
+    assert ask(chat, token, "c" * 1_000, request_id=3).state == "waiting"  # room again
+    someone = tokens.verify(tokens.mint("someone").secret)
+    assert ask(chat, someone, "d" * 2_000).state == "waiting"

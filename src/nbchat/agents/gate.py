@@ -48,6 +48,8 @@ RETRY_WINDOW = 600.0  # seconds within which the same request key finds the same
 RECENT_TURNS = 200
 WHY_MAX = 500
 STAMP_EVERY = 0.1  # seconds between looks at a thread's stamp while an agent waits
+MAX_WAITING = 20  # calls of one token that wait for the person at once
+MAX_WAITING_CHARS = 24_000_000  # characters those calls carry together (code, cell sources)
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,7 @@ class AgentGate:
         found = _turn_with_call(thread, call_id)
         if found is not None:
             return self._call(thread, found)
+        _check_room(thread, arguments)
         label = token.label
         reason = " ".join(str(why).split())[:WHY_MAX]
         question = f"Agent {label} asks to {tool.replace('_', ' ')} in {notebook}"
@@ -247,6 +250,31 @@ class AgentGate:
         handle = f"{thread.id}.{index}"
         state, answer, result = _outcome(turn)
         return AgentCall(handle, tool, notebook, state, answer, result, turn.started)
+
+
+def _check_room(thread: Thread, arguments: dict[str, Any]) -> None:
+    """AgentRefused (429) when this token's waiting calls would pass MAX_WAITING or
+    MAX_WAITING_CHARS: the person answers a few at a time, and the store is theirs."""
+    waiting = [turn for turn in thread.turns[-RECENT_TURNS:]
+               if _outcome(turn)[0] in ("waiting", "running")]  # fmt: skip
+    if len(waiting) >= MAX_WAITING:
+        raise AgentRefused(
+            f"{len(waiting)} calls of this token already wait for the person (at most "
+            f"{MAX_WAITING}); call call_status on them and send more once they are answered",
+            status=429,
+        )  # fmt: skip
+    carried = sum(_size(call.arguments) for turn in waiting for call in turn.pending)
+    size = _size(arguments)
+    if carried + size > MAX_WAITING_CHARS:
+        raise AgentRefused(
+            f"this call's {size:,} characters with the {carried:,} of this token's waiting "
+            f"calls pass {MAX_WAITING_CHARS:,}; wait for the person to answer those first",
+            status=429,
+        )  # fmt: skip
+
+
+def _size(arguments: dict[str, Any]) -> int:
+    return sum(len(value) for value in arguments.values() if isinstance(value, str))
 
 
 def _why_it_asks(tool: str) -> str:
