@@ -672,3 +672,95 @@ def test_a_token_minted_in_a_notebook_is_shown_only_in_a_widget(
     unquoted = notebook.run("%chat --agent-token two words --agent-days 1")
     assert "quote a label of several words" in unquoted
     assert "revoked" in notebook.run(f"%chat --revoke-agent {minted[0].id}").lower()
+
+
+# -- a change with no JupyterLab page: made in the saved file, never spent on nothing --------
+def ended(lab: Any, token: str, handle: str) -> dict:
+    """call_status until the call has ended (the kernel waits for a page first)."""
+    for _ in range(3):
+        done = result_data(mcp_call(lab, token, "call_status", handle=handle, wait_seconds=20))
+        if done["state"] not in ("waiting", "running"):
+            return done
+    raise AssertionError(f"call {handle} still {done['state']} after 60 s")
+
+
+def saved_cells(lab: Any, name: str) -> list[dict]:
+    return json.loads((lab.root_dir / name).read_text())["cells"]
+
+
+def test_with_no_page_an_insert_goes_into_the_saved_file(lab: Any, base: Path) -> None:
+    made = Notebook(lab, "no-page-insert.ipynb", ["a = 1", "b = 2"])
+    try:
+        token = mint(base)
+        call = result_data(mcp_call(lab, token, "insert_cell", path=made.name,
+                                    source="c = 3", why="a third", index=1))  # fmt: skip
+        made.run(f"%chat --answer {call['handle']} run")
+        done = ended(lab, token, call["handle"])
+        assert done["state"] == "done", done
+        assert "made in its saved file" in done["result"] and "inserted" in done["result"]
+        cells = saved_cells(lab, made.name)
+        assert ["".join(c["source"]) for c in cells] == ["a = 1", "c = 3", "b = 2"]
+        assert cells[1]["id"] in done["result"]
+        assert cells[1]["metadata"]["nbchat"]["agent_call"] == call["handle"]
+        assert cells[1]["outputs"] == [] and cells[1]["execution_count"] is None
+        again = made.run(f"%chat --answer {call['handle']} run")  # a second yes changes nothing
+        assert "already answered" in again or "no client-tool call is waiting" in again
+        assert len(saved_cells(lab, made.name)) == 3
+    finally:
+        made.shut_down(lab)
+
+
+def test_with_no_page_an_execute_runs_in_the_kernel_and_keeps_its_outputs(
+    lab: Any, base: Path
+) -> None:
+    made = Notebook(lab, "no-page-execute.ipynb", ["x = 40\nprint('sum', x + 2)\nx"])
+    try:
+        token = mint(base)
+        (cell_id,) = [c["id"] for c in saved_cells(lab, made.name)]
+        call = result_data(mcp_call(lab, token, "execute_cell", path=made.name,
+                                    cell_id=cell_id, why="run it"))  # fmt: skip
+        thread, turn = (int(n) for n in call["handle"].split("."))
+        (pending,) = gate(base).store.get(thread).turns[turn].pending
+        assert "you have not saved are replaced" in pending.prompt.markdown  # what Run overwrites
+        made.run(f"%chat --answer {call['handle']} run")
+        done = ended(lab, token, call["handle"])
+        assert done["state"] == "done", done
+        assert "ran in the notebook's kernel" in done["result"] and "sum 42" in done["result"]
+        (cell,) = saved_cells(lab, made.name)
+        assert [o["output_type"] for o in cell["outputs"]] == ["stream", "execute_result"]
+        assert cell["outputs"][0]["text"] == "sum 42\n"
+        assert cell["outputs"][1]["data"]["text/plain"] == "40"
+        assert made.run("print(x)").strip() == "40"
+    finally:
+        made.shut_down(lab)
+
+
+def test_with_no_page_an_edit_the_person_changed_goes_in_as_they_wrote_it(
+    lab: Any, base: Path
+) -> None:
+    made = Notebook(lab, "no-page-edit.ipynb", ["y = 1"])
+    try:
+        token = mint(base)
+        (cell_id,) = [c["id"] for c in saved_cells(lab, made.name)]
+        call = result_data(mcp_call(lab, token, "edit_cell", path=made.name, cell_id=cell_id,
+                                    source="y = 100", why="bigger"))  # fmt: skip
+        made.run(f"%chat --answer {call['handle']} 'edit: y = 5'")
+        done = ended(lab, token, call["handle"])
+        assert done["state"] == "done" and "y = 5" in done["result"], done
+        assert ["".join(c["source"]) for c in saved_cells(lab, made.name)] == ["y = 5"]
+    finally:
+        made.shut_down(lab)
+
+
+def test_a_token_cannot_queue_calls_without_bound(lab: Any, base: Path, notebook: Any) -> None:
+    from nbchat.agents.gate import MAX_WAITING
+
+    token = mint(base)
+    for n in range(MAX_WAITING):
+        made = mcp_call(lab, token, "run_code", path=notebook.name, code=f"n = {n}", why="q")
+        assert not made.is_error, result_data(made)
+    refused = mcp_call(lab, token, "run_code", path=notebook.name, code="n = -1", why="q")
+    assert refused.is_error
+    assert f"already wait for the person (at most {MAX_WAITING})" in result_data(refused)
+    other = mint(base, "another")  # another token's calls are its own
+    assert not mcp_call(lab, other, "run_code", path=notebook.name, code="n = 0", why="q").is_error

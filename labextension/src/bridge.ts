@@ -1,9 +1,11 @@
 /**
  * The comm target `nbchat.notebook`: the kernel asks to change its own notebook.
  *
- * The kernel opens a comm with `{path}` (its JPY_SESSION_NAME, maybe empty). The
- * page that has a notebook panel on that kernel (the one at `path` when given)
- * answers `{op: "hello", path, client}`; later requests `{id, op, ...}` get
+ * The kernel opens a comm with `{path, notebook}`: its JPY_SESSION_NAME (maybe
+ * empty) and the server-relative path of the notebook it means (maybe empty). The
+ * page that has exactly that notebook open on that kernel answers `{op: "hello",
+ * path, client}`; a page with another notebook on the kernel stays silent (never
+ * its changes in the wrong notebook). Later requests `{id, op, ...}` get
  * `{id, ok, error?, ...}` on the same comm. Only the page the kernel heard from
  * first acts on a request: the kernel addresses it to that `client`.
  *
@@ -57,7 +59,8 @@ export class CommTargets {
   private open(kernel: Kernel.IKernelConnection, comm: Kernel.IComm, msg: KernelMessage.ICommOpenMsg): void {
     const data = (msg.content.data ?? {}) as Request;
     const path = typeof data.path === 'string' ? data.path : '';
-    const panel = this.find(kernel.id, path);
+    const notebook = typeof data.notebook === 'string' ? data.notebook : '';
+    const panel = this.find(kernel.id, path, notebook);
     if (!panel) {
       return; // another page, or no notebook here on that kernel: stay silent
     }
@@ -67,21 +70,23 @@ export class CommTargets {
     comm.onMsg = message => {
       void bridge.handle(message.content.data as Request);
     };
-    comm.send({ op: 'hello', path: panel.context.path, client: CLIENT });
+    comm.send({ op: 'hello', path: this.localPath(panel.context.path), client: CLIENT });
   }
 
-  /** The notebook on kernel `id`: the one at `path` if given, else the only (or first) one. */
-  private find(id: string, path: string): NotebookPanel | undefined {
+  /**
+   * The notebook on kernel `id` that the kernel means: the one at the server-relative
+   * `notebook` exactly, else the one at `path`, else the only one. None when no panel
+   * matches: a notebook that shares the kernel is never sent another one's changes.
+   */
+  private find(id: string, path: string, notebook: string): NotebookPanel | undefined {
     const panels = this.tracker.filter(p => p.sessionContext.session?.kernel?.id === id);
-    if (path) {
-      const named = panels.find(p => samePath(this.localPath(p.context.path), path));
-      if (named) {
-        return named;
-      }
-      // Renamed since the kernel started (JPY_SESSION_NAME keeps the old name).
-      return panels.length === 1 ? panels[0] : undefined;
+    if (notebook) {
+      return panels.find(p => this.localPath(p.context.path) === notebook);
     }
-    return panels[0];
+    if (path) {
+      return panels.find(p => samePath(this.localPath(p.context.path), path));
+    }
+    return panels.length === 1 ? panels[0] : undefined;
   }
 }
 
@@ -154,13 +159,15 @@ class Bridge {
   private edit(data: Request): Result {
     const cell = this.cellModel(data.cell_id);
     const metadata = metadataOf(data.metadata);
+    // The person's edits to the cell not yet saved, which the approved source replaces.
+    const replaced = typeof data.expected === 'string' && cell.sharedModel.getSource() !== data.expected;
     if (data.source !== undefined) {
       cell.sharedModel.setSource(text(data.source, 'source'));
     }
     for (const [key, value] of Object.entries(metadata)) {
       cell.setMetadata(key, value);
     }
-    return { cell_id: cell.id };
+    return { cell_id: cell.id, replaced_unsaved: replaced };
   }
 
   private async execute(data: Request): Promise<Result> {

@@ -25,6 +25,7 @@ from agent_helpers import (
     kernel_client,
     mcp_call,
     mint,
+    rest,
     result_data,
     run_cell,
     start_session,
@@ -35,7 +36,7 @@ from .jupyterlab import JupyterLab, NotebookPage, open_notebook, screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
-FRONT_END_WAIT = 15  # seconds the kernel waits for a page (nbchat's _agent_kernel)
+FRONT_END_WAIT = 10  # seconds the kernel waits for a page (nbchat's _agent_kernel)
 
 # The notebook's model as the page holds it: cells with ids, sources, metadata, outputs.
 _JS_CELLS = """
@@ -43,6 +44,14 @@ _JS_CELLS = """
     const panel = Array.from(window.jupyterapp.shell.widgets('main'))
         .find(w => w.context && w.context.path === path && w.content);
     return panel.content.model.toJSON().cells;
+}
+"""
+_JS_ADD_CELL = """
+(path) => {
+    const panel = Array.from(window.jupyterapp.shell.widgets('main'))
+        .find(w => w.context && w.context.path === path && w.content);
+    panel.content.model.sharedModel.insertCell(panel.content.model.cells.length,
+                                               {cell_type: 'code', source: ''});
 }
 """
 _JS_DIRTY = """
@@ -294,12 +303,11 @@ def test_a_rejected_insert_inserts_nothing(page: Page, lab: JupyterLab, agent: C
     assert not any("nbchat" in c["metadata"] for c in cells)
 
 
-def test_with_no_page_open_the_call_ends_saying_nothing_changed(
+def test_with_no_page_open_the_change_goes_into_the_saved_file(
     lab: JupyterLab, agent: Callable[..., Any]
 ):
     name = "unopened.ipynb"
     file = write_notebook(lab, name, ["w = 1"])
-    before = file.read_bytes()
     session = start_session(lab, name)
     client = connected(lab, session)
     try:
@@ -314,8 +322,42 @@ def test_with_no_page_open_the_call_ends_saying_nothing_changed(
         took = time.monotonic() - answered
         assert done["state"] == "done", (done, took, log_tail(lab))
         assert took < FRONT_END_WAIT + 10, took
-        result = done["result"]
-        assert "not open in JupyterLab" in result and "not made" in result, result
-        assert file.read_bytes() == before
+        assert "made in its saved file" in done["result"], done["result"]
+        sources = ["".join(c["source"]) for c in json.loads(file.read_text())["cells"]]
+        assert sources == ["w = 2", "w = 1"]
     finally:
         client.stop_channels()
+
+
+def test_a_notebook_sharing_the_kernel_never_gets_another_ones_change(
+    page: Page, lab: JupyterLab, agent: Callable[..., Any]
+):
+    """B, open in the page, uses the kernel of A, which no page holds: A's change goes into
+    A's saved file, and B is left as it was."""
+    write_notebook(lab, "shared-a.ipynb", ["a = 1"])
+    first = start_session(lab, "shared-a.ipynb")
+    write_notebook(lab, "shared-b.ipynb", ["b = 1"])
+    body = json.dumps({"path": "shared-b.ipynb", "type": "notebook", "name": "shared-b.ipynb",
+                       "kernel": {"id": first["kernel"]["id"]}}).encode()  # fmt: skip
+    rest(lab, "api/sessions", "POST", body)
+    nb = NotebookPage(page, "shared-b.ipynb")
+    page.goto(lab.lab_url(nb.path))
+    page.wait_for_function("() => !!window.jupyterapp", timeout=60_000, polling=500)
+    nb.cells.nth(0).wait_for(timeout=60_000)
+    nb.wait_for_idle(60)
+    call = agent("insert_cell", path="shared-a.ipynb", source="a = 2", why="for A", index=0)
+    assert call["state"] == "waiting"
+    page.keyboard.press("Escape")
+    nb.page.evaluate(_JS_ADD_CELL, nb.path)  # a cell in B to answer from
+    wait_until(lambda: len(cells_of(nb)) == 2, "a cell to answer in", page, lab)
+    answer(nb, lab, 1, f"%chat --answer {call['handle']} run")
+    done = finished(agent, call["handle"])
+    if done["state"] == "running":
+        done = finished(agent, call["handle"])
+    assert done["state"] == "done", (done, log_tail(lab))
+    assert "made in its saved file" in done["result"], done["result"]
+    saved = json.loads((lab.root_dir / "shared-a.ipynb").read_text())["cells"]
+    assert ["".join(c["source"]) for c in saved] == ["a = 2", "a = 1"]
+    shown = [c["source"] for c in cells_of(nb)]  # Shift+Enter on the last cell adds one
+    assert shown[:2] == ["b = 1", f"%chat --answer {call['handle']} run"] and "a = 2" not in shown
+    nb.screenshot("shared-kernel")

@@ -35,6 +35,7 @@ _COMMON = {
 }
 _CELL = {
     "cell_id": {"type": "string"},
+    "saved": {"type": "string", "description": "The cell's source as saved, as shown."},
     "index": {"type": ["integer", "null"]},
     "cell_type": {"enum": ["code", "markdown"]},
 }

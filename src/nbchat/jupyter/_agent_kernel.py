@@ -15,7 +15,9 @@ neither shown here nor answered (``sub/work.ipynb``'s kernel never answers
 ``work.ipynb``'s call). A kernel the server has not told yet answers none
 until it is woken (the agent's next ``call_status`` does).
 Code runs as ``run_code``'s does; cell changes go to the notebook's
-JupyterLab front end through :mod:`._lab_bridge`, whose reply ends the call.
+JupyterLab front end through :mod:`._lab_bridge`, whose reply ends the call,
+or, when no page answers for the notebook, into its saved file
+(:mod:`._agent_file`): a yes is never spent on nothing.
 """
 
 from __future__ import annotations
@@ -37,11 +39,7 @@ from .notebook_tools import HIDDEN, Notebook
 
 _PATHS: set[str] = set()  # the server-relative paths of this kernel's sessions, as told
 _SHOWN: set[str] = set()  # the calls whose prompt this kernel has shown
-FRONT_END_WAIT = 15.0  # seconds for a JupyterLab page with this notebook to answer the bridge
-NO_FRONT_END = (
-    "The notebook is not open in JupyterLab with nbchat's extension, so the change was not "
-    "made and nothing ran; ask the person to open it."
-)
+FRONT_END_WAIT = 10.0  # seconds for a JupyterLab page with the notebook to answer, else the file
 
 
 # -- which notebook this kernel is ---------------------------------------------------
@@ -182,13 +180,14 @@ def _read(arguments: dict[str, Any]) -> str:
     if read == "describe_variable":
         return describe_text(str(arguments.get("name", "")))
     from ..agents.server import cells_text
+    from ._agent_file import own_file
 
     path = str(arguments.get("notebook", ""))
-    session = os.environ.get("JPY_SESSION_NAME", "")
-    if not path or not session.replace("\\", "/").endswith(path):
+    file = own_file(path)
+    if file is None:
         return f"This kernel cannot find the file of {path!r} (it may have been renamed)."
-    with open(session, encoding="utf-8") as file:
-        notebook = json.load(file)
+    with open(file, encoding="utf-8") as handle:
+        notebook = json.load(handle)
     return cells_text(notebook, path, int(arguments.get("start", 0)),
                       int(arguments.get("count", 20)))  # fmt: skip
 
@@ -206,15 +205,17 @@ def _mine_only(check: Any) -> Any:
 
 
 def _apply(op: str, arguments: dict[str, Any], decision: CodeDecision) -> None:
-    """Ask the notebook's front end to make the change; its reply ends the call."""
+    """Make the change the person said yes to; the result ends the call.
+
+    The page that holds the notebook makes it, when one answers within
+    FRONT_END_WAIT; otherwise it goes into the saved file (:mod:`._agent_file`),
+    never nowhere.
+    """
     from ._lab_bridge import NotebookBridge
 
     handle = str(arguments["handle"])
+    notebook = str(arguments.get("notebook", ""))
     gate = AgentGate(_chat().store)
-    bridge = NotebookBridge.for_kernel()
-    if bridge is None:
-        gate.complete(handle, NO_FRONT_END)
-        return
     outside = (gate.store.get(int(handle.split(".")[0])).settings or {}).get("outside") or {}
     metadata = {"nbchat": {
         "agent": str(outside.get("agent", "")), "agent_call": handle,
@@ -225,28 +226,55 @@ def _apply(op: str, arguments: dict[str, Any], decision: CodeDecision) -> None:
     def done(reply: dict[str, Any]) -> None:
         gate.complete(handle, _reply_text(op, reply, decision))
 
-    def unanswered() -> None:  # no page with this notebook answered: say so, change nothing
-        if not bridge.is_attached:
-            gate.complete(handle, NO_FRONT_END)
+    def in_file() -> None:
+        done(_in_file(op, notebook, arguments, source, metadata))
+
+    bridge = NotebookBridge.for_kernel(notebook)
+    if bridge is None:  # no kernel, so no page: the file it is
+        in_file()
+        return
+    if op == "insert":
+        first = {"op": "insert", "index": arguments.get("index"), "source": source,
+                 "cell_type": arguments.get("cell_type") or "code", "metadata": metadata}
+    else:  # an execute runs exactly what was shown (or edited): the source first
+        first = {"op": "edit", "cell_id": arguments["cell_id"], "source": source,
+                 "metadata": metadata, "expected": str(arguments.get("saved", ""))}
+        if op == "execute":
+            first["expected"] = str(arguments.get("code", ""))
+
+    def answered(reply: dict[str, Any]) -> None:
+        if reply.get("unsent"):  # JupyterLab has no page for it: nothing was done there
+            in_file()
+        elif op == "execute" and reply.get("ok"):
+            bridge.request({"op": "execute", "cell_id": arguments["cell_id"]},
+                           lambda ran: done({**ran, "replaced_unsaved":
+                                             reply.get("replaced_unsaved")}))  # fmt: skip
+        else:
+            done(reply)
+
+    sent = bridge.request(first, answered)
+
+    def unanswered() -> None:  # no page took it in time: it is withdrawn, so made only here
+        if bridge.withdraw(sent):
+            in_file()
 
     _later(FRONT_END_WAIT, unanswered)
 
-    if op == "insert":
-        bridge.request({"op": "insert", "index": arguments.get("index"), "source": source,
-                        "cell_type": arguments.get("cell_type") or "code",
-                        "metadata": metadata}, done)  # fmt: skip
-    elif op == "edit":
-        bridge.request({"op": "edit", "cell_id": arguments["cell_id"], "source": source,
-                        "metadata": metadata}, done)  # fmt: skip
-    else:  # execute exactly what was shown (or edited): set the source, then run the cell
-        def then_run(reply: dict[str, Any]) -> None:
-            if not reply.get("ok"):
-                done(reply)
-                return
-            bridge.request({"op": "execute", "cell_id": arguments["cell_id"]}, done)
 
-        bridge.request({"op": "edit", "cell_id": arguments["cell_id"], "source": source,
-                        "metadata": metadata}, then_run)  # fmt: skip
+def _in_file(op: str, notebook: str, arguments: dict[str, Any], source: str,
+             metadata: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """The change made in the notebook's saved file (no page holds it); the reply."""
+    from ..agents import cells
+    from . import _agent_file
+
+    if op == "insert":
+        return _agent_file.change(notebook, lambda nb: cells.insert(
+            nb, arguments.get("index"), source, str(arguments.get("cell_type") or "code"),
+            metadata))  # fmt: skip
+    cell_id = str(arguments["cell_id"])
+    if op == "edit":
+        return _agent_file.change(notebook, lambda nb: cells.edit(nb, cell_id, source, metadata))
+    return _agent_file.run_in_file(notebook, cell_id, source, metadata, Notebook(_shell()).run)
 
 
 def _later(seconds: float, then: Any) -> None:
@@ -264,12 +292,20 @@ def _reply_text(op: str, reply: dict[str, Any], decision: CodeDecision) -> str:
     edited = ""
     if decision.action == "edit":
         edited = f"The person edited it first; this is what went in:\n{decision.code}\n"
+    where = ""
+    if reply.get("in_file"):
+        where = ("No JupyterLab page with nbchat's extension holds the notebook, so the change "
+                 "was made in its saved file. ")
+    if reply.get("replaced_unsaved"):
+        edited += "It replaced edits to the cell the person had not saved.\n"
     if op == "execute":
         outputs = json.dumps(reply.get("outputs") or [], ensure_ascii=False)[:20_000]
-        return scrub(f"{edited}The cell ran (execution count {reply.get('execution_count')}). "
-                     f"Its outputs: {outputs}")  # fmt: skip
+        count = reply.get("execution_count")
+        ran = "The cell ran in the notebook's kernel" if reply.get("in_file") else \
+            f"The cell ran (execution count {count})"  # fmt: skip
+        return scrub(f"{edited}{where}{ran}. Its outputs: {outputs}")
     verb = "inserted" if op == "insert" else "edited"
-    return scrub(f"{edited}The cell was {verb}; its id is {reply.get('cell_id')}.")
+    return scrub(f"{edited}{where}The cell was {verb}; its id is {reply.get('cell_id')}.")
 
 
 # -- in-process: this kernel as the notebook an agent sees ----------------------------------

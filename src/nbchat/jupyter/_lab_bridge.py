@@ -2,22 +2,29 @@
 
 The extension registers the comm target ``nbchat.notebook`` on every
 notebook's kernel connection. :class:`NotebookBridge` opens a comm to it with
-``{"path": <JPY_SESSION_NAME>}``; the page that has this notebook open answers
-``{"op": "hello", "path": <the notebook's path>, "client": <that page>}``. A
-request is ``{"id", "op", ...}`` and its reply ``{"id", "ok", "error"?, ...}``:
+``{"path": <JPY_SESSION_NAME>, "notebook": <the notebook's server-relative
+path>}``; the page that has exactly that notebook open on this kernel answers
+``{"op": "hello", "path": <the notebook's path>, "client": <that page>}``, and
+a hello for another notebook (two notebooks sharing one kernel) is not taken.
+A request is ``{"id", "op", ...}`` and its reply ``{"id", "ok", "error"?, ...}``:
 
 - ``insert``: ``index`` (None: at the end), ``cell_type`` (``code`` or
   ``markdown``), ``source``, ``metadata`` -> ``cell_id``, ``index``. The cell is
   not run.
-- ``edit``: ``cell_id``, ``source``, ``metadata`` (merged) -> ``cell_id``.
+- ``edit``: ``cell_id``, ``source``, ``metadata`` (merged), ``expected`` (the
+  source the person was shown, optional) -> ``cell_id``, ``replaced_unsaved``
+  (the live cell held edits that differed from ``expected``).
 - ``execute``: ``cell_id`` -> ``cell_id``, ``execution_count``, ``outputs``
   (nbformat dicts), ``status``, once the run has finished. The cell runs as if
   the person ran it: its outputs and count show in the notebook.
 
 Requests carry the ``client`` of the first hello, so only that page acts on
-them when several pages show the notebook. A reply reaches the kernel only
-once the cell or callback running now returns: never wait for one in the code
-that sent the request; ``on_reply`` is called when it comes.
+them when several pages show the notebook. A request no page has taken yet
+can be withdrawn (:meth:`NotebookBridge.withdraw`); one still unsent when the
+comm closes is answered ``{"ok": False, "unsent": True}``: nothing was done.
+A reply reaches the kernel only once the cell or callback running now
+returns: never wait for one in the code that sent the request; ``on_reply``
+is called when it comes.
 """
 
 from __future__ import annotations
@@ -36,13 +43,14 @@ TARGET = "nbchat.notebook"
 
 Reply = dict[str, Any]
 
-_BRIDGES: dict[int, NotebookBridge] = {}
+_BRIDGES: dict[tuple[int, str], NotebookBridge] = {}
 
 
 class NotebookBridge:
-    """Requests from this kernel to change its notebook in JupyterLab; one per kernel."""
+    """Requests from this kernel to change one of its notebooks in JupyterLab."""
 
-    def __init__(self) -> None:
+    def __init__(self, notebook: str = "") -> None:
+        self.notebook = notebook
         self._lock = threading.Lock()
         self._comm: Any = None
         self._attached = False
@@ -52,12 +60,13 @@ class NotebookBridge:
         self._waiting: dict[str, Callable[[Reply], None]] = {}
 
     @classmethod
-    def for_kernel(cls) -> NotebookBridge | None:
-        """The bridge of the running kernel, made on first use; None outside a kernel."""
+    def for_kernel(cls, notebook: str = "") -> NotebookBridge | None:
+        """The running kernel's bridge to ``notebook`` (server-relative; empty: the one its
+        session names), made on first use; None outside a kernel."""
         kernel = getattr(get_ipython(), "kernel", None)
         if kernel is None:
             return None
-        return _BRIDGES.setdefault(id(kernel), cls())
+        return _BRIDGES.setdefault((id(kernel), notebook), cls(notebook))
 
     @property
     def is_attached(self) -> bool:
@@ -88,11 +97,22 @@ class NotebookBridge:
         comm.send(self._addressed(message))
         return request_id
 
+    def withdraw(self, request_id: str) -> bool:
+        """Take back a request no page has taken (it is dropped); whether it was one."""
+        with self._lock:
+            for message in self._queued:
+                if message["id"] == request_id:
+                    self._queued.remove(message)
+                    self._waiting.pop(request_id, None)
+                    return True
+        return False
+
     def _open(self) -> None:
         import comm
 
         path = os.environ.get("JPY_SESSION_NAME", "")
-        self._comm = comm.create_comm(target_name=TARGET, data={"path": path})
+        self._comm = comm.create_comm(target_name=TARGET,
+                                      data={"path": path, "notebook": self.notebook})  # fmt: skip
         self._comm.on_msg(self._on_msg)
         self._comm.on_close(self._on_close)
 
@@ -110,10 +130,12 @@ class NotebookBridge:
 
     def _on_hello(self, data: dict[str, Any]) -> None:
         with self._lock:
+            client, path = data.get("client"), data.get("path")
             if self._attached:
                 return  # another page showing the notebook: the first one serves
+            if self.notebook and path != self.notebook:
+                return  # a page of another notebook on this kernel: never its changes
             self._attached = True
-            client, path = data.get("client"), data.get("path")
             self._client = client if isinstance(client, str) else None
             self._path = path if isinstance(path, str) else None
             queued, self._queued = self._queued, []
@@ -127,8 +149,10 @@ class NotebookBridge:
     def _on_close(self, msg: dict[str, Any]) -> None:
         with self._lock:
             waiting, self._waiting = self._waiting, {}
+            unsent = {message["id"] for message in self._queued}
             self._comm, self._attached, self._client = None, False, None
             self._path, self._queued = None, []
         error = "JupyterLab closed the connection to the notebook: no page with nbchat's extension"
         for request_id, callback in waiting.items():
-            callback({"id": request_id, "ok": False, "error": error})
+            reply = {"id": request_id, "ok": False, "error": error}
+            callback({**reply, "unsent": True} if request_id in unsent else reply)
