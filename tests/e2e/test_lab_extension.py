@@ -378,7 +378,8 @@ def test_the_kernel_inserts_edits_and_runs_cells_of_its_notebook(page: Page, lab
     expect(nb.cells).to_have_count(9)  # the markdown cell, at index 1
     nb.run_cell(6)  # cell 5, one lower now
     replies = replies_of(nb, 6)
-    assert replies["edit"] == {"id": replies["edit"]["id"], "ok": True, "cell_id": cell_id}
+    assert replies["edit"] == {"id": replies["edit"]["id"], "ok": True, "cell_id": cell_id,
+                               "replaced_unsaved": False}  # no source was expected
     assert replies["execute"] == {
         "id": replies["execute"]["id"], "ok": True, "cell_id": cell_id,
         "execution_count": count, "status": "ok",
