@@ -120,7 +120,7 @@ def later_calls(rounds: int, calls: int) -> tuple[list[float], list[float]]:
 def chat_cells(folder: Path, rounds: int) -> dict[str, float]:
     from IPython.core.interactiveshell import InteractiveShell
 
-    from nbchat.jupyter.magics import load
+    from nbchat.jupyter.magic.magics import load
     from nbchat.testing import Reply, ScriptedServer
 
     with ScriptedServer(Reply("Hi.")) as server:

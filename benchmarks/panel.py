@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from nbchat import Chat
-from nbchat.jupyter.panel import ChatPanel
+from nbchat.jupyter.panel.widget import ChatPanel
 from nbchat.testing import Reply, ScriptedServer
 
 ANSWER = "A paragraph of a typical answer, with `code` and *emphasis*, " * 12
@@ -88,7 +88,7 @@ class _Wire:
 def _state_bytes(panel: ChatPanel) -> tuple[int, int]:
     """The JSON of what the panel opens with: its state, and the front-end code sent with it.
 
-    The code proper is served once by Jupyter Server (``nbchat.jupyter._static``) and
+    The code proper is served once by Jupyter Server (``nbchat.jupyter.server.extension``) and
     cached by the browser; what each panel sends is its loader.
     """
     state = panel.get_state()

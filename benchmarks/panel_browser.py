@@ -35,7 +35,7 @@ SETUP = """\
 import os
 os.environ.update(NBCHAT_BASE_URL={url!r}, NBCHAT_MODEL="scripted-small", NBCHAT_STORE={store!r})
 %load_ext nbchat
-from nbchat.jupyter.panel import ChatPanel
+from nbchat.jupyter.panel.widget import ChatPanel
 """
 CPU = """\
 import os

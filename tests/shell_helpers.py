@@ -17,7 +17,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
 from nbchat.engine.chat import TITLE_PROMPT
-from nbchat.jupyter.magics import load
+from nbchat.jupyter.magic.magics import load
 from nbchat.testing import ScriptedServer
 
 

@@ -134,7 +134,7 @@ def test_processes_minting_at_once_lose_nothing(tmp_path: Path) -> None:
 
 # -- the endpoint's checks -------------------------------------------------------------------
 def access(tokens: TokenStore, ip: str = "127.0.0.1", jupyter: str = "jupyter-secret") -> Any:
-    from nbchat.jupyter._agent_endpoint import AgentAccess
+    from nbchat.jupyter.server.mcp import AgentAccess
 
     server = SimpleNamespace(ip=ip, identity_provider=SimpleNamespace(token=jupyter))
     return AgentAccess(server, tokens)
@@ -260,7 +260,7 @@ def test_two_answers_racing_from_two_processes_run_it_once(
 
 
 def test_the_prompt_shows_who_asks_why_and_every_character(chat: Chat, tokens: TokenStore) -> None:
-    from nbchat.jupyter._tool_prompt import ToolPrompt
+    from nbchat.jupyter.cell._tool_prompt import ToolPrompt
 
     token = tokens.verify(tokens.mint("codex").secret)
     code = "x = '<img src=x onerror=alert(1)>'\nif x\u202e:\n    pass"

@@ -209,7 +209,7 @@ def test_records_read_back_are_typed() -> None:
 def test_show_and_export_tell_what_the_person_answered(
     scripted_server: ScriptedServer, tmp_path: Path
 ) -> None:
-    from nbchat.jupyter._views import thread_markdown, thread_notebook
+    from nbchat.jupyter.cell._views import thread_markdown, thread_notebook
 
     scripted_server.script(
         Reply("Let me ask.", when="colour", tool_calls=[CHOOSE]),

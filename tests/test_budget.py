@@ -146,7 +146,7 @@ def test_a_new_thread_made_for_a_question_over_budget_is_not_left_behind(run, se
 
 
 def test_a_budget_stop_shows_in_the_cell_show_and_the_panel(run, ip, server, monkeypatch):
-    from nbchat.jupyter._messages import conversation_view
+    from nbchat.jupyter.panel._messages import conversation_view
 
     monkeypatch.setenv("NBCHAT_PRICES", '{"scripted-small": [10.0, 40.0]}')
     monkeypatch.setenv("NBCHAT_MAX_BUDGET", "0.01")

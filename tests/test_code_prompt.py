@@ -12,7 +12,7 @@ import pytest
 from nbchat import Chat, StoreCorrupt
 from nbchat.base.records import PendingCall, Prompt
 from nbchat.context.run_code import RunCode
-from nbchat.jupyter.panel import show_tool_prompts
+from nbchat.jupyter.panel.widget import show_tool_prompts
 from nbchat.testing import Reply, ScriptedServer
 from shell_helpers import close_shell
 from wire_helpers import content_parts
@@ -133,7 +133,7 @@ def test_the_panel_sends_mentioned_objects_as_context(chat, scripted_server, tmp
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 
-    from nbchat.jupyter.panel import ChatPanel
+    from nbchat.jupyter.panel.widget import ChatPanel
 
     config = Config()
     config.HistoryManager.hist_file = ":memory:"
@@ -157,7 +157,7 @@ def test_the_panel_picker_offers_the_notebook_s_variables_and_sends_the_picked(
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 
-    from nbchat.jupyter.panel import ChatPanel
+    from nbchat.jupyter.panel.widget import ChatPanel
 
     config = Config()
     config.HistoryManager.hist_file = ":memory:"
@@ -183,7 +183,7 @@ def test_the_panel_picker_offers_the_notebook_s_variables_and_sends_the_picked(
 
 
 def test_outside_a_kernel_the_picker_hides(chat):
-    from nbchat.jupyter.panel import ChatPanel
+    from nbchat.jupyter.panel.widget import ChatPanel
 
     panel = ChatPanel(chat=chat)
     assert not panel.attachable and panel.variables == []

@@ -29,8 +29,8 @@ from nbchat.base.events import (
 )
 from nbchat.base.options import TITLE_OPTIONS
 from nbchat.engine.chat import TITLE_PROMPT
-from nbchat.jupyter.magics import CONTINUE_QUESTION, load
-from nbchat.jupyter.render import render_turn
+from nbchat.jupyter.cell.render import render_turn
+from nbchat.jupyter.magic.magics import CONTINUE_QUESTION, load
 from nbchat.testing import Reply, ScriptedServer
 from provider_helpers import base_url
 from shell_helpers import close_shell

@@ -13,7 +13,7 @@ import pytest
 from nbchat import Chat, InvalidToolAnswer, markup
 from nbchat.base._visible import escape_hidden, hidden_in
 from nbchat.context.run_code import RunCode
-from nbchat.jupyter.panel import show_tool_prompts
+from nbchat.jupyter.panel.widget import show_tool_prompts
 from nbchat.testing import Reply, ScriptedServer
 
 HIDDEN = [

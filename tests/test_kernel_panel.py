@@ -47,7 +47,8 @@ def test_outside_jupyterlab_the_panel_opens_in_the_cell_with_a_note(env):
 def test_a_panel_shows_what_a_cell_asked_as_soon_as_the_cell_is_done(env, scripted_server):
     scripted_server.script(Reply("Four.", when="2+2"))
     with Kernel(env) as kernel:
-        kernel.ok("%load_ext nbchat\nfrom nbchat.jupyter.panel import ChatPanel\np = ChatPanel()")
+        kernel.ok("%load_ext nbchat\nfrom nbchat.jupyter.panel.widget import ChatPanel\n"
+                  "p = ChatPanel()")
         kernel.ok("%chat What is 2+2?")
         shown = kernel.ok("print(p.thread_id, 'Four.' in p.conversation.text)")
     assert shown.stdout == "1 True\n"  # no poll, no refresh: the cell's end was enough

@@ -24,12 +24,12 @@ GO = ("confirm", {"question": "Go ahead?"})
 SETUP = """\
 %load_ext nbchat
 import nbchat
-from nbchat.jupyter.panel import pending_prompts, show_tool_prompts"""
+from nbchat.jupyter.panel.widget import pending_prompts, show_tool_prompts"""
 WAITING = "Which colour? [red / green] — answer here or with %chat --answer"
 
 RATE_TOOL = """\
 import nbchat
-from nbchat.jupyter.panel import show_tool_prompts
+from nbchat.jupyter.panel.widget import show_tool_prompts
 
 class Rate(nbchat.ClientTool):
     name = "rate"
@@ -175,7 +175,7 @@ def test_requirements_are_checked_again_when_the_answer_arrives(
     with Kernel(env) as k:
         k.ok(RATE_TOOL)
         asked = k.ok(
-            "from nbchat.jupyter.render import render_turn\n"
+            "from nbchat.jupyter.cell.render import render_turn\n"
             "chat = nbchat.Chat(tools=[Rate()], permissions={'rate'})\n"
             "render_turn(chat.iter_ask(chat.new_thread(), 'please rate it'), chat=chat,\n"
             "            prompts=show_tool_prompts);"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from nbchat.base.errors import NbchatError
-from nbchat.jupyter._lab_bridge import NotebookBridge
-from nbchat.jupyter._side import open_from_lab
+from nbchat.jupyter.notebook._lab_bridge import NotebookBridge
+from nbchat.jupyter.panel._side import open_from_lab
 
 
 def test_there_is_no_bridge_outside_a_kernel():

@@ -12,7 +12,7 @@ from traitlets.config import Config
 
 from markup_helpers import body
 from nbchat.context import CONTEXT_NOTE
-from nbchat.jupyter.magics import load
+from nbchat.jupyter.magic.magics import load
 from nbchat.testing import Reply
 from shell_helpers import asked, close_shell
 from wire_helpers import content_parts

@@ -15,8 +15,8 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from nbchat import ChatHistory
-from nbchat.jupyter._magic_syntax import protect_chat_questions, split_options
-from nbchat.jupyter.magics import ChatMagics, load, unload
+from nbchat.jupyter.magic._syntax import protect_chat_questions, split_options
+from nbchat.jupyter.magic.magics import ChatMagics, load, unload
 from nbchat.store import ThreadStore
 from nbchat.testing import Reply, ScriptedServer
 from shell_helpers import Ran, asked, is_title_body
@@ -623,9 +623,9 @@ def test_importing_the_magics_is_cheap_and_registers_nothing() -> None:
     import sys
 
     code = (
-        "import sys, nbchat.jupyter.magics\n"
+        "import sys, nbchat.jupyter.magic.magics\n"
         "from IPython import get_ipython\n"
-        "heavy = [m for m in ('ipywidgets', 'nbchat.jupyter.panel') if m in sys.modules]\n"
+        "heavy = [m for m in ('ipywidgets', 'nbchat.jupyter.panel.widget') if m in sys.modules]\n"
         "print(heavy, get_ipython())"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

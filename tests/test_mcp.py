@@ -552,7 +552,7 @@ def test_the_reference_filesystem_server_reads_at_once_and_asks_to_write(
 def test_the_panel_shows_whose_tools_the_next_question_may_use(
     configure, scripted_server, tmp_path
 ):
-    from nbchat.jupyter.panel import ChatPanel
+    from nbchat.jupyter.panel.widget import ChatPanel
 
     panel = ChatPanel(base_url=scripted_server.url, store=tmp_path / "s", model="scripted-small")
     assert panel.tools_line == ""  # nothing configured: no line

@@ -13,7 +13,7 @@ from traitlets.config import Config
 
 from nbchat.base.errors import InputError, InvalidToolAnswer
 from nbchat.context.run_code import CodeDecision, RunCode
-from nbchat.jupyter.notebook_tools import Notebook, RunResult, notebook_tools
+from nbchat.jupyter.notebook.tools import Notebook, RunResult, notebook_tools
 from shell_helpers import close_shell
 
 matplotlib.use("Agg")

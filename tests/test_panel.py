@@ -16,7 +16,7 @@ from markup_helpers import body, visible
 from nbchat import Chat
 from nbchat.base.errors import ConfigError, InputError
 from nbchat.engine._usage import parse_prices, turn_usage_line
-from nbchat.jupyter.panel import ChatPanel
+from nbchat.jupyter.panel.widget import ChatPanel
 from nbchat.store.base import Turn
 from nbchat.testing import Reply, ScriptedServer
 from shell_helpers import close_shell
@@ -280,7 +280,7 @@ def shell(scripted_server, tmp_path, monkeypatch):
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 
-    from nbchat.jupyter.magics import load
+    from nbchat.jupyter.magic.magics import load
 
     monkeypatch.setenv("NBCHAT_BASE_URL", scripted_server.url)
     monkeypatch.setenv("NBCHAT_MODEL", "scripted-small")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from markup_helpers import visible
 from nbchat import Chat
-from nbchat.jupyter.panel import ChatPanel
+from nbchat.jupyter.panel.widget import ChatPanel
 from nbchat.testing import Reply, ScriptedServer
 from shell_helpers import asked
 

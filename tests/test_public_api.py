@@ -63,7 +63,7 @@ def test_old_module_paths_keep_their_names_and_their_attribute():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, check=True)
-    assert done.stdout == "True True nbchat.base.errors nbchat.jupyter.panel\n"
+    assert done.stdout == "True True nbchat.base.errors nbchat.jupyter.panel.widget\n"
 
 
 def test_every_error_is_an_nbchat_error_and_exported():
@@ -75,7 +75,7 @@ def test_every_error_is_an_nbchat_error_and_exported():
 
 
 def test_every_chat_option_is_documented_in_the_help():
-    from nbchat.jupyter.magics import ChatMagics
+    from nbchat.jupyter.magic.magics import ChatMagics
 
     doc = ChatMagics.chat_magic.__doc__
     for option in ("--thread", "--new", "--model", "--system", "--history", "--no-stream",

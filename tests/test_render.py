@@ -33,7 +33,7 @@ from nbchat.base.events import (
     UsageReported,
 )
 from nbchat.base.records import Prompt
-from nbchat.jupyter.render import (
+from nbchat.jupyter.cell.render import (
     RenderResult,
     TurnRenderer,
     answer_hints,
@@ -460,7 +460,7 @@ def test_the_result_is_the_reply(shell: InteractiveShell) -> None:
 
 
 def test_the_result_is_not_shown_again_where_it_was_rendered(shell: InteractiveShell) -> None:
-    from nbchat.jupyter.render import execution_marker
+    from nbchat.jupyter.cell.render import execution_marker
 
     result = RenderResult("Four.", thread_id=3, turn=1, model="m")
     result.shown_in = execution_marker()

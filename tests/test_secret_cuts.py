@@ -25,7 +25,7 @@ from nbchat import Chat
 from nbchat.base._secrets import MIN_SECRET
 from nbchat.base.errors import ServerError
 from nbchat.context import describe
-from nbchat.jupyter.notebook_tools import Notebook, notebook_tools
+from nbchat.jupyter.notebook.tools import Notebook, notebook_tools
 from nbchat.mcp._config import ServerConfig
 from nbchat.mcp.servers import McpResult, ToolInfo
 from nbchat.mcp.tools import MAX_DESCRIPTION, McpTool, as_text

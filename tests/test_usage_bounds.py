@@ -19,7 +19,7 @@ import pytest
 from nbchat import Chat
 from nbchat.base.records import MAX_TOKEN_COUNT, Usage
 from nbchat.engine._usage import Price, thread_cost, thread_usage_line, turn_usage_line
-from nbchat.jupyter._messages import context_gauge
+from nbchat.jupyter.panel._messages import context_gauge
 from nbchat.testing import Reply, ScriptedServer
 from provider_helpers import PROVIDERS, base_url
 

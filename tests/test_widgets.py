@@ -16,7 +16,7 @@ import pytest
 from markup_helpers import body, visible
 from nbchat import Chat, ClientTool, Requirement
 from nbchat.base.errors import InvalidToolAnswer
-from nbchat.jupyter.panel import ChatPanel, PromptGroup, pending_prompts, show_tool_prompts
+from nbchat.jupyter.panel.widget import ChatPanel, PromptGroup, pending_prompts, show_tool_prompts
 from nbchat.testing import Reply, ScriptedServer
 
 COLOUR = ("choose", {"question": "Which colour?", "options": ["red", "green"]})

@@ -27,7 +27,7 @@ log = logging.getLogger("mkdocs.hooks.reference")
 
 def magic_options() -> set[str]:
     """Every option string ``%chat`` accepts (``-t``, ``--thread``, …)."""
-    from nbchat.jupyter.magics import ChatMagics
+    from nbchat.jupyter.magic.magics import ChatMagics
 
     parser = ChatMagics.chat_magic.parser
     return {option for action in parser._actions for option in action.option_strings}
@@ -36,7 +36,7 @@ def magic_options() -> set[str]:
 def settings() -> set[str]:
     """``ChatMagics.<trait>`` for every trait ``%config`` sets, and every variable read."""
     from nbchat.base import config
-    from nbchat.jupyter.magics import ChatMagics
+    from nbchat.jupyter.magic.magics import ChatMagics
 
     traits = {f"ChatMagics.{name}" for name in ChatMagics.class_own_traits(config=True)}
     constants = {value for name, value in vars(config).items()

@@ -32,7 +32,7 @@ def _nbchat_autoload():
         # request; hand such cells to nbchat's own transformer (which loads it).
         if any("%chat" in line and line.rstrip().endswith("?") for line in lines):
             try:
-                from nbchat.jupyter.magics import protect_chat_questions as transform
+                from nbchat.jupyter.magic.magics import protect_chat_questions as transform
             except Exception:  # nbchat broken: IPython's own reading of the cell
                 return lines
             return transform(lines)

@@ -5,7 +5,7 @@
  * The completer waits `debouncerDelay` ms after the last key press (nbchat's
  * default: 600 ms, so steady typing sends at most ~2 requests a second), then
  * calls `fetch`. The request goes to the Jupyter server, `POST nbchat/complete`
- * (`nbchat.jupyter._completion_endpoint`), which asks the model endpoint with
+ * (`nbchat.jupyter.server.complete`), which asks the model endpoint with
  * the server's settings and keys and streams the suggestion back as NDJSON
  * lines `{"text": piece}` … `{"done": true}` or `{"error": "one line"}`.
  * `fetch` returns the first piece; `stream` yields the rest as it arrives.

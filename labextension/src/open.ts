@@ -11,12 +11,12 @@ import { Notification } from '@jupyterlab/apputils';
 import { NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 
+/** The module every call into a kernel goes through (nbchat.base._across.KERNEL_API). */
+export const KERNEL_API = 'nbchat.jupyter.kernel_api';
+
 /** What the kernel runs; `path` is a JSON string literal, which Python reads as the same string. */
 export function openCall(path: string): string {
-  return (
-    '__import__("nbchat.jupyter._side", fromlist=["open_from_lab"])' +
-    `.open_from_lab(${JSON.stringify(path)})`
-  );
+  return `__import__("${KERNEL_API}", fromlist=["_"]).open_from_lab(${JSON.stringify(path)})`;
 }
 
 /** Why a kernel cannot open the panel, as one line for a notification; null if it opened it. */

@@ -8,10 +8,8 @@ layer loads only through the functions at the bottom of this module.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-from . import _moved
 from .base.errors import (
     AgentRefused,
     AlreadyAnswered,
@@ -133,30 +131,25 @@ __all__ = [
 ]
 
 
-_moved.install()
-
-
 def __getattr__(name: str) -> Any:
     # PostgresStore imports psycopg (~0.1 s): only when asked for.
     if name == "PostgresStore":
         from .store.postgres import PostgresStore
 
         return PostgresStore
-    if f"nbchat.{name}" in _moved.MOVED:  # nbchat.base.errors and the rest of the old flat layout
-        return importlib.import_module(f"nbchat.{name}")
     raise AttributeError(f"module 'nbchat' has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython: Any) -> None:
     """Register ``%chat`` / ``%%chat`` (``%load_ext nbchat``; safe to call twice)."""
-    from .jupyter.magics import load
+    from .jupyter.magic.magics import load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """Remove ``%chat`` / ``%%chat``."""
-    from .jupyter.magics import unload
+    from .jupyter.magic.magics import unload
 
     unload(ipython)
 
@@ -170,7 +163,7 @@ def notebook_tools(shell: Any = None, *, approval: str = "always") -> list[Any]:
     ``NBCHAT_MAX_APPROVAL``) lets the code run. Use as
     ``Chat(tools=nbchat.notebook_tools())`` in a notebook.
     """
-    from .jupyter.notebook_tools import notebook_tools as make
+    from .jupyter.notebook.tools import notebook_tools as make
 
     return make(shell, approval=approval)
 
@@ -181,12 +174,12 @@ def panel(*, side: bool = False, **kwargs: Any) -> Any:
     With ``side=True`` it opens in JupyterLab's right side area (one per
     kernel; asking again brings it back), through ``sidecar``; elsewhere
     it falls back to the cell with a one-line note. ``kwargs`` go to
-    :class:`nbchat.jupyter.panel.ChatPanel`.
+    :class:`nbchat.jupyter.panel.widget.ChatPanel`.
     """
     if side:
-        from .jupyter._side import side_panel
+        from .jupyter.panel._side import side_panel
 
         return side_panel(**kwargs)
-    from .jupyter.panel import ChatPanel
+    from .jupyter.panel.widget import ChatPanel
 
     return ChatPanel(**kwargs)

@@ -250,13 +250,16 @@ def test_the_shortcut_collides_with_nothing(page: Page, lab: JupyterLab):
     ]
 
 
+SIDE_OF = "import nbchat.jupyter.panel._side as side; print(side._SIDE)"
+
+
 def test_each_notebook_kernel_gets_its_own_panel(page: Page, lab: JupyterLab):
-    first = open_notebook(page, lab, ["import nbchat.jupyter._side as side; print(side._SIDE)"],
+    first = open_notebook(page, lab, [SIDE_OF],
                           name="first")
     by_shortcut(page, first)
     wait_for_new_panel(page, [], "Chat · first.ipynb")
     second = open_in_page(page, lab, "second",
-                          ["import nbchat.jupyter._side as side; print(side._SIDE)"])
+                          [SIDE_OF])
     second.run_cell(0)
     second.wait_for_text(0, "None")  # the second kernel has no panel yet
     shown = sidecars(page)
@@ -307,7 +310,7 @@ def test_a_kernel_that_is_not_python_is_told_to_change(page: Page, lab: JupyterL
 BRIDGE_CELLS = [
     # 0: a request before the page has answered waits for its hello
     "import json\n"
-    "from nbchat.jupyter._lab_bridge import NotebookBridge\n"
+    "from nbchat.jupyter.notebook._lab_bridge import NotebookBridge\n"
     "bridge = NotebookBridge.for_kernel()\n"
     "replies = {}\n"
     "def keep(name):\n"

@@ -1,6 +1,6 @@
 """Where the panel's code comes from: Jupyter Server's route, else the kernel, in Chromium.
 
-The package enables ``nbchat.jupyter._static``, so JupyterLab serves the panel's
+The package enables ``nbchat.jupyter.server.extension``, so JupyterLab serves the panel's
 versioned module and stylesheet and a panel's own messages carry only its
 state and a small loader. Without that route (another front end, or the
 extension switched off) the loader asks the kernel, and the panel works the same.
@@ -89,7 +89,7 @@ def test_the_route_sends_the_servers_security_headers_and_the_administrators(tmp
 def test_without_the_route_the_kernel_sends_the_code_and_the_panel_works(
     browser, scripted_server, tmp_path
 ):
-    off = {"ServerApp": {"jpserver_extensions": {"nbchat.jupyter._static": False}}}
+    off = {"ServerApp": {"jpserver_extensions": {"nbchat.jupyter.server.extension": False}}}
     with start_jupyterlab(tmp_path / "lab", server_config=off) as lab:
         context = browser.new_context(viewport={"width": 1280, "height": 800})
         page = context.new_page()

@@ -8,7 +8,7 @@ pytestmark = pytest.mark.e2e
 
 THINKING_CELL = """\
 from nbchat.base.events import ReasoningDelta, TextDelta, TurnFinished, TurnStarted
-from nbchat.jupyter.render import render_turn
+from nbchat.jupyter.cell.render import render_turn
 
 result = render_turn([
     TurnStarted(1, 0, "m"),

@@ -24,10 +24,11 @@ from typing import TextIO
 
 import httpx
 
+from ..base._across import MCP_ROUTE
 from ..base.config import ENV_AGENT_TOKEN, jupyter_runtime_dir
 from ..base.errors import ConfigError
 
-ROUTE = "nbchat/mcp"
+ROUTE = MCP_ROUTE
 TIMEOUT = httpx.Timeout(60.0, connect=10.0)
 WORKERS = 8
 

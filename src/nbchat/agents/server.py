@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any, Protocol
 
+from ..base._across import kernel_call
 from ..base._delimiters import block
 from ..base._secrets import cut_scrubbed, scrub
 from ..base.content import head_and_tail
@@ -212,7 +213,7 @@ def build(
         """The variables of the notebook's kernel: name, type and size, no values."""
         await session_of(path, "read")
         asked = await asked_read(ctx, path, "list_variables()", {"read": "list_variables"})
-        return asked or await _in_kernel(notebooks, path, "variables_text()")
+        return asked or await _in_kernel(notebooks, path, "variables_text")
 
     @tool(reads)
     async def describe_variable(path: str, name: str, ctx: Context) -> str:
@@ -227,7 +228,7 @@ def build(
             raise InputError(f"{name[:40]!r} is not a variable name; list_variables shows them")
         asked = await asked_read(ctx, path, f"describe_variable({name!r})",
                                  {"read": "describe_variable", "name": name})  # fmt: skip
-        return asked or await _in_kernel(notebooks, path, f"describe_text({name!r})")
+        return asked or await _in_kernel(notebooks, path, "describe_text", name)
 
     @tool(changes)
     async def run_code(path: str, code: str, why: str, ctx: Context) -> dict:
@@ -364,14 +365,10 @@ def _output_text(output: dict) -> str:
     return f"({', '.join(sorted(data)) or 'empty'} output)"
 
 
-async def kernel_text(notebooks: Notebooks, path: str, call: str) -> str:
-    """What nbchat's kernel-side read ``call`` returns in the notebook's kernel, scrubbed and cut.
-
-    ``call`` is a call of :mod:`nbchat.jupyter._agent_kernel` (``"variables_text()"``);
-    KernelBusy when the kernel does not answer in time.
-    """
-    expression = f"__import__('nbchat.jupyter._agent_kernel', fromlist=['_']).{call}"
-    text = await notebooks.evaluate(path, expression)
+async def kernel_text(notebooks: Notebooks, path: str, call: str, *args: object) -> str:
+    """What the kernel read ``call(*args)`` of :mod:`nbchat.jupyter.kernel_api` returns in the
+    notebook's kernel, scrubbed and cut; KernelBusy when the kernel does not answer in time."""
+    text = await notebooks.evaluate(path, kernel_call(call, *args))
     try:
         value = ast.literal_eval(text)  # the repr of the str the kernel returned
     except (ValueError, SyntaxError):
@@ -381,8 +378,8 @@ async def kernel_text(notebooks: Notebooks, path: str, call: str) -> str:
     return cut_scrubbed(value, lambda whole: whole[:READ_CHARS])
 
 
-async def _in_kernel(notebooks: Notebooks, path: str, call: str) -> str:
+async def _in_kernel(notebooks: Notebooks, path: str, call: str, *args: object) -> str:
     try:
-        return await kernel_text(notebooks, path, call)
+        return await kernel_text(notebooks, path, call, *args)
     except KernelBusy:
         return "The kernel is busy running a cell; try again when it is idle."

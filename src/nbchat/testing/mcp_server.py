@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 READ_ONLY = {"readOnlyHint": True}
@@ -130,10 +131,8 @@ def build(notes: "str | None" = None, hostile: bool = False) -> Any:
 
 def config_entry(notes: "str | None" = None, approve: str = "read-only") -> dict[str, Any]:
     """This server as an ``mcpServers`` entry (stdio, with this interpreter and this nbchat)."""
-    import nbchat
-
     args = ["-m", "nbchat.testing.mcp_server"] + (["--notes", notes] if notes else [])
-    here = os.path.dirname(os.path.dirname(os.path.abspath(nbchat.__file__)))
+    here = str(Path(__file__).resolve().parents[2])  # the folder nbchat is imported from
     return {"command": sys.executable, "args": args, "env": {"PYTHONPATH": here},
             "approve": approve}  # fmt: skip
 

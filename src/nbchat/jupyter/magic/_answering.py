@@ -1,0 +1,71 @@
+"""``%chat --answer [CALL] VALUE``: which waiting client-tool call a typed answer is for.
+
+:func:`tool_answer` reads the line against the calls waiting in the store and
+says which thread and call the value answers, and whether answering runs a
+notebook tool (then the magics answer with the Chat that offers those tools).
+Sending the answer and rendering the resumed turn stay with the magics.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from IPython.core.error import UsageError
+
+if TYPE_CHECKING:
+    from ...engine.chat import Chat
+
+NOTEBOOK_TOOLS = ("run_code",)
+_HANDLE = re.compile(r"\A(\d{1,9})\.\d{1,9}\Z")  # an outside agent's call: thread.turn
+
+
+@dataclass(frozen=True)
+class ToolAnswer:
+    """A typed answer, placed: its thread, its call (None: the thread's waiting ones), its value."""
+
+    thread_id: int
+    call_id: str | None
+    value: str
+    runs_notebook_tool: bool
+
+
+def tool_answer(chat: Chat, thread: int | None, text: str) -> ToolAnswer:
+    """Place ``text`` (``VALUE`` or ``CALL VALUE``) among the calls waiting in ``thread``.
+
+    ``CALL`` is a call's id, or an outside agent's call handle (``3.0``).
+
+    ``text`` is not empty. Without a thread: the one thread where calls wait;
+    more than one is an error.
+    """
+    first, _, rest = text.partition(" ")
+    handle = _HANDLE.match(first)
+    if rest.strip() and handle is not None:  # an outside agent's call, by its handle: any thread
+        calls = chat.pending_calls(int(handle.group(1)))
+        handles = {f"{c.thread_id}.{c.turn}": c for c in calls if c.tool.startswith("agent_")}
+        if first in handles:
+            call = handles[first]
+            return ToolAnswer(thread_id=call.thread_id, call_id=call.call_id,
+                              value=_unquote_value(rest.strip()), runs_notebook_tool=False)
+    calls = chat.pending_calls(thread)
+    if thread is None:
+        threads = sorted({call.thread_id for call in calls})
+        if len(threads) > 1:
+            raise UsageError(f"calls wait for an answer in threads {threads}; "
+                             f"say which: %chat -t ID --answer VALUE")
+        thread = threads[0] if threads else None
+    if thread is None:
+        raise UsageError("no client-tool call is waiting for an answer")
+    call_id = first if rest.strip() and first in {c.call_id for c in calls} else None
+    value = _unquote_value(rest.strip() if call_id else text)
+    answered = [c for c in calls if c.thread_id == thread and call_id in (None, c.call_id)]
+    runs = any(c.tool in NOTEBOOK_TOOLS for c in answered)
+    return ToolAnswer(thread_id=thread, call_id=call_id, value=value, runs_notebook_tool=runs)
+
+
+def _unquote_value(text: str) -> str:
+    """``"a b"`` or ``'a b'`` as typed in ``--answer`` loses its quotes."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text

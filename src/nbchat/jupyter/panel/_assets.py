@@ -1,0 +1,51 @@
+"""The panel's front-end code and stylesheet, and the version that names them.
+
+Jupyter Server serves them (:mod:`nbchat.jupyter.server.extension`), so a panel's first open
+sends its state and a small loader, not 40 KB of code; where no server serves
+them (another front end), the loader asks the kernel for them instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+
+from ...base import markup
+
+_HERE = Path(__file__).parent
+
+
+@functools.lru_cache(maxsize=1)
+def code() -> str:
+    """The panel's ES module."""
+    return (_HERE / "_panel.js").read_text(encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=1)
+def stylesheet() -> str:
+    """The panel's own rules and the renderer's, which its answers need."""
+    own = (_HERE / "_panel.css").read_text(encoding="utf-8")
+    return own + markup.STYLE.removeprefix("<style>").removesuffix("</style>")
+
+
+@functools.lru_cache(maxsize=1)
+def version() -> str:
+    """A digest of both: a new release gets new URLs, so a browser never keeps old code."""
+    return hashlib.sha256((code() + stylesheet()).encode()).hexdigest()[:12]
+
+
+@functools.lru_cache(maxsize=1)
+def loader() -> str:
+    """The ES module anywidget is given: it loads :func:`code` from the server or the kernel."""
+    text = (_HERE / "_panel_loader.js").read_text(encoding="utf-8")
+    return text.replace("__VERSION__", version())
+
+
+def asset(name: str) -> tuple[str, str] | None:
+    """The body and content type served under ``name``, or None for any other name."""
+    if name == f"panel-{version()}.js":
+        return code(), "text/javascript; charset=utf-8"
+    if name == f"panel-{version()}.css":
+        return stylesheet(), "text/css; charset=utf-8"
+    return None
