@@ -6,7 +6,7 @@ import re
 from html.parser import HTMLParser
 from typing import Any
 
-from nbchat import markup
+from nbchat.base import markup
 
 WRAPPER = f'{markup.STYLE}<div class="{markup.ROOT_CLASSES}">'
 BLOCKS = frozenset({

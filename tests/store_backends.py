@@ -94,7 +94,7 @@ class PgSchema:
         return self.url_for(name)
 
     def drop(self) -> None:
-        from nbchat import _pg
+        from nbchat.store import _pg
 
         for url in self.urls:
             _pg.close(url)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nbchat import config
+from nbchat.base import config
 from nbchat.llm import local
 
 

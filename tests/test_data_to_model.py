@@ -8,7 +8,7 @@ import re
 import pandas as pd
 import pytest
 
-from nbchat import _delimiters, _secrets
+from nbchat.base import _delimiters, _secrets
 from nbchat.base.config import Settings
 from nbchat.context import CONTEXT_NOTE, describe
 from nbchat.llm import LLMClient

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from nbchat import Chat, InvalidToolAnswer, markup
+from nbchat import Chat, InvalidToolAnswer
+from nbchat.base import markup
 from nbchat.base._visible import escape_hidden, hidden_in
 from nbchat.context.run_code import RunCode
 from nbchat.jupyter.panel.widget import show_tool_prompts

@@ -14,8 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nbchat import markup
-from nbchat.base import _markdown
+from nbchat.base import _markdown, markup
 
 PAYLOADS = [
     "<img src=x onerror=alert(1)>",

@@ -22,7 +22,8 @@ import pytest
 
 import nbchat
 from mcp_helpers import SRC, npm_server, server_entry, write_config
-from nbchat import Chat, markup
+from nbchat import Chat
+from nbchat.base import markup
 from nbchat.base.errors import AlreadyAnswered, ConfigError, InputError
 from nbchat.base.events import ToolResult
 from nbchat.mcp._config import load_config

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from nbchat import Chat, _pg
+from nbchat import Chat
 from nbchat.base.errors import (
     ConfigError,
     NoPendingCall,
@@ -20,7 +20,7 @@ from nbchat.base.errors import (
     StoreUnavailable,
     StoreVersionError,
 )
-from nbchat.store import open_store
+from nbchat.store import _pg, open_store
 from nbchat.store._pg import redact
 from nbchat.store.postgres import PostgresStore
 from nbchat.testing import Reply, ScriptedServer

@@ -239,6 +239,6 @@ def test_models_in_a_cell_on_each_provider(ip, server, capsys, provider):
 def test_the_config_examples_run():
     import doctest
 
-    from nbchat import config
+    from nbchat.base import config
 
     assert doctest.testmod(config).attempted and not doctest.testmod(config).failed

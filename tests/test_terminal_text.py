@@ -22,7 +22,8 @@ import time
 import pytest
 
 from kernel_helpers import Kernel, kernel_env
-from nbchat import Chat, markup
+from nbchat import Chat
+from nbchat.base import markup
 from nbchat.base._visible import TerminalStream, for_terminal
 from nbchat.base.records import PendingCall, Prompt
 from nbchat.testing import Reply, ScriptedServer

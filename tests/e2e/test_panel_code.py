@@ -12,7 +12,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page
 
-from nbchat import _panel_assets
+from nbchat.jupyter.panel import _assets as _panel_assets
 from nbchat.testing import Reply
 
 from .jupyterlab import JupyterLab, open_notebook, start_jupyterlab
