@@ -32,38 +32,22 @@ def test_the_root_and_the_scripted_server_import_no_jupyter_front_end():
     assert done.stdout == "[]\n"
 
 
-def test_the_old_module_paths_give_the_same_modules():
-    from nbchat._moved import MOVED
-
+def test_the_old_flat_module_paths_are_gone():
     code = (
-        "import importlib, sys\n"
-        f"moved = {MOVED!r}\n"
-        "same = [importlib.import_module(old) is importlib.import_module(new)"
-        " for old, new in moved.items()]\n"
-        "print(all(same), len(same))"
+        "import importlib, nbchat\n"
+        "gone = []\n"
+        "for old in ('nbchat.chat', 'nbchat.errors', 'nbchat.widgets', 'nbchat.magics',\n"
+        "            'nbchat.jupyter.magics', 'nbchat.jupyter._static'):\n"
+        "    try:\n"
+        "        importlib.import_module(old)\n"
+        "    except ModuleNotFoundError:\n"
+        "        gone.append(old)\n"
+        "from nbchat.jupyter.panel.widget import ChatPanel\n"
+        "print(len(gone), hasattr(nbchat, 'errors'), ChatPanel.__module__)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, check=True)
-    assert done.stdout == f"True {len(MOVED)}\n"
-
-
-def test_old_module_paths_keep_their_names_and_their_attribute():
-    code = (
-        "import nbchat\n"
-        "errors = nbchat.errors\n"  # an attribute of the package, without importing it first
-        "from nbchat.chat import LLM, Chat\n"
-        "from nbchat.widgets import ChatPanel\n"
-        "from nbchat.magics import ChatMagics\n"
-        "from nbchat.store import ThreadStore, open_store\n"
-        "from nbchat.config import ENV_FORCE_MODEL, Settings\n"
-        "from nbchat._risk import effective_approval, max_approval\n"
-        "import nbchat.base.errors\n"
-        "print(errors is nbchat.base.errors, Chat is nbchat.Chat,"
-        " errors.__spec__.name, ChatPanel.__module__)"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, check=True)
-    assert done.stdout == "True True nbchat.base.errors nbchat.jupyter.panel.widget\n"
+    assert done.stdout == "6 False nbchat.jupyter.panel.widget\n"
 
 
 def test_every_error_is_an_nbchat_error_and_exported():

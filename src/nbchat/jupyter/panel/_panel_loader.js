@@ -1,4 +1,4 @@
-// The panel's code, loaded once per page: from Jupyter Server (nbchat._static)
+// The panel's code, loaded once per page: from Jupyter Server (nbchat.jupyter.server.extension)
 // where the page is one of its front ends, else from the kernel (a message).
 const VERSION = "__VERSION__";
 let loading = null;
