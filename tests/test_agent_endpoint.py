@@ -764,3 +764,22 @@ def test_a_token_cannot_queue_calls_without_bound(lab: Any, base: Path, notebook
     assert f"already wait for the person (at most {MAX_WAITING})" in result_data(refused)
     other = mint(base, "another")  # another token's calls are its own
     assert not mcp_call(lab, other, "run_code", path=notebook.name, code="n = 0", why="q").is_error
+
+
+def test_a_read_of_a_kernel_stopped_meanwhile_says_so(lab: Any, base: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    made = Notebook(lab, "stopped-while-read.ipynb")
+    token = mint(base)
+    made.client.execute("import time; time.sleep(30)")  # busy: the read waits for it
+    with ThreadPoolExecutor(1) as pool:
+        reading = pool.submit(mcp_call, lab, token, "list_variables", path=made.name)
+        time.sleep(2)
+        made.shut_down(lab)
+        result = reading.result(timeout=90)  # an answer, never a dropped connection
+    text = result_data(result)
+    if result.is_error:
+        assert made.name in text and ("running kernel" in text or "interrupted" in text), text
+    after = mcp_call(lab, token, "list_variables", path=made.name)
+    assert after.is_error and "has a running kernel" in result_data(after)
+    assert not mcp_call(lab, token, "list_notebooks").is_error

@@ -177,13 +177,25 @@ class ServerNotebooks:
 
     async def evaluate(self, path: str, expression: str) -> str:
         kernel_id = await self._kernel_of(path)
-        async with self._locks.setdefault(kernel_id, asyncio.Lock()):
-            client = self._client(kernel_id)
-            msg_id = client.execute("", silent=True, store_history=False, allow_stdin=False,
-                                    user_expressions={"r": expression})  # fmt: skip
-            reply = await self._reply(client, msg_id)
+        client = None
+        try:
+            async with self._locks.setdefault(kernel_id, asyncio.Lock()):
+                client = self._client(kernel_id)
+                msg_id = client.execute("", silent=True, store_history=False, allow_stdin=False,
+                                        user_expressions={"r": expression})  # fmt: skip
+                reply = await self._reply(client, msg_id)
+        except (KeyError, web.HTTPError):  # the session outlives its kernel while it stops
+            raise _stopped(path) from None
+        except asyncio.CancelledError:
+            if client is not None and self._clients.get(kernel_id) is client:
+                raise  # the request itself was cancelled
+            raise _stopped(path) from None  # the kernel stopped: its client was dropped
         value = reply["content"].get("user_expressions", {}).get("r", {})
         if value.get("status") != "ok":
+            if value.get("ename") == "KeyboardInterrupt":  # stopping interrupts it first
+                raise AgentRefused(f"the kernel of {path!r} was interrupted before it answered "
+                                   "(stopped, or the person pressed Stop); try again",
+                                   status=409)  # fmt: skip
             if value.get("ename") == "ModuleNotFoundError":
                 raise AgentRefused(f"nbchat is not installed in the kernel of {path!r}; the "
                                    "person can pip install nbchat in its environment", status=403)
@@ -211,15 +223,23 @@ class ServerNotebooks:
         # the read's wake-up. Its reply is awaited briefly, so that the kernel knows its
         # notebook before the agent holds the handle (a new client's socket may still be
         # connecting while the person's answer arrives on theirs); a busy kernel learns later.
-        async with self._locks.setdefault(kernel_id, asyncio.Lock()):
-            client = self._client(kernel_id)
-            msg_id = client.execute(call, silent=True, store_history=False, allow_stdin=False)
-            with contextlib.suppress(KernelBusy):
-                await self._reply(client, msg_id, WAKE_WAIT)
+        try:
+            async with self._locks.setdefault(kernel_id, asyncio.Lock()):
+                client = self._client(kernel_id)
+                msg_id = client.execute(call, silent=True, store_history=False,
+                                        allow_stdin=False)  # fmt: skip
+                with contextlib.suppress(KernelBusy):
+                    await self._reply(client, msg_id, WAKE_WAIT)
+        except (KeyError, web.HTTPError):
+            return  # it stopped meanwhile: the call waits, as with no kernel
+        except asyncio.CancelledError:
+            if self._clients.get(kernel_id) is not None:
+                raise
+            # it stopped meanwhile and its client was dropped: the call waits
 
     async def _kernel_of(self, path: str) -> str:
         for session in await self.sessions():
-            if session.path == path:
+            if session.path == path and session.kernel_id in self.serverapp.kernel_manager:
                 return session.kernel_id
         raise AgentRefused(f"no notebook {path!r} has a running kernel", status=404)
 
@@ -272,6 +292,11 @@ class ServerNotebooks:
                 raise KernelBusy() from None
             if reply.get("parent_header", {}).get("msg_id") == msg_id:
                 return reply
+
+
+def _stopped(path: str) -> AgentRefused:
+    return AgentRefused(f"no notebook {path!r} has a running kernel: it stopped while it was "
+                        "read; list_notebooks shows those that run", status=404)
 
 
 async def _maybe_await(value: Any) -> Any:
