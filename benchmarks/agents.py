@@ -1,4 +1,4 @@
-"""Outside agents through nbchat's MCP endpoint: read overhead, click to result, 8 agents at once.
+"""Outside agents through nbchat's MCP endpoint: read overhead, click to result, 8 agents, soak.
 
 A real, isolated ``jupyter-lab`` with nbchat (``tests/agent_helpers.py``), one
 notebook with a kernel holding a pandas DataFrame of 100,000 rows, agents
@@ -7,7 +7,7 @@ side played through a ``jupyter_client`` client on the same kernel.
 
 1. Read overhead: ``list_variables`` and ``describe_variable('df')`` through
    the endpoint (one persistent MCP session, set up before timing) against
-   the same functions of ``nbchat.jupyter._agent_kernel`` run in the kernel
+   the same calls of ``nbchat.jupyter.kernel_api`` run in the kernel
    directly (a silent ``user_expressions`` request, execute to reply, as the
    endpoint sends it); interleaved, p50/p90 of each and the p50 overhead
    (target: at most 20 ms). ``list_notebooks``, which never reaches the
@@ -25,8 +25,20 @@ side played through a ``jupyter_client`` client on the same kernel.
    process answers every waiting call ``run`` as it appears. Afterwards every
    call an agent got a handle for must be ``done`` and ``seen`` must hold each
    marker exactly once; exits 1 if a call was lost or code ran twice.
+4. Soak: for ``--soak-minutes``, the main process starts and stops kernels
+   through the REST API (a session for one of ``soak-0..2.ipynb`` every
+   ``SOAK_STEP`` s, the oldest deleted once two run), while four agent
+   processes, each with its own token and MCP session, poll: ``list_notebooks``,
+   ``call_status`` (``wait_seconds`` 0, timed, then a few seconds) on a
+   ``run_code`` to the steady notebook that nobody answers, ``read_cells``, and
+   ``list_variables`` on a kernel that comes and goes (the endpoint opens a
+   client on it and must drop it when it goes). The server process's open fds,
+   sockets and RSS after a warm-up, every minute and at the end; exits 1 on an
+   unexpected error (not "no running kernel" on a stopped notebook) or if
+   sockets grew by more than ``SOCKET_LEAK``.
 
-Run: ``python benchmarks/agents.py`` (``--seconds 10`` while developing).
+Run: ``python benchmarks/agents.py`` (``--seconds 10 --soak-minutes 1`` while developing;
+``--only soak`` and the like for one part).
 """
 
 from __future__ import annotations
@@ -78,11 +90,19 @@ CELLS = [
     "# Notes\n" + "\n".join(f"# step {n}: look at the data" for n in range(20)),
     *[f"total_{n} = df['value'].sum() * {n}" for n in range(10)],
 ]
-KERNEL_CALL = "__import__('nbchat.jupyter._agent_kernel', fromlist=['_']).{}"
 RUN_EVERY = 2.0  # seconds between one agent's run_code calls, on average
 READ_MIX = (("list_variables", 4), ("read_cells", 3), ("describe_variable", 3))
 TARGET_OVERHEAD_MS = 20.0
 TARGET_CLICK_MS = 250.0
+PARTS = ("reads", "click", "eight", "soak")
+SOAK_NOTEBOOKS = [f"soak-{n}.ipynb" for n in range(3)]
+SOAK_AGENTS = 4
+SOAK_KERNELS = 2  # soak kernels alive at once at most, beside the steady notebook's
+SOAK_STEP = 2.0  # seconds between the kernel loop's starts and stops
+SOAK_WAIT = 3.0  # wait_seconds of the agents' waiting call_status
+SOAK_WARMUP = 20.0
+SOCKET_LEAK = 50  # sockets more at the end than at the start: a leak
+NO_KERNEL = "has a running kernel"  # in "no notebook 'x' has a running kernel"
 
 
 # -- figures -----------------------------------------------------------------------------------
@@ -233,9 +253,11 @@ def failure(reply: dict[str, Any]) -> str:
 async def read_overhead(session: Any, kernel: Kernel, rounds: int) -> dict[str, list[float]]:
     import ast
 
+    from nbchat.base._across import kernel_call
+
     reads = {
-        "list_variables": ({"path": NOTEBOOK}, "variables_text()"),
-        "describe_variable": ({"path": NOTEBOOK, "name": "df"}, "describe_text('df')"),
+        "list_variables": ({"path": NOTEBOOK}, kernel_call("variables_text")),
+        "describe_variable": ({"path": NOTEBOOK, "name": "df"}, kernel_call("describe_text", "df")),
     }
     times: dict[str, list[float]] = {"list_notebooks": []}
     for tool in reads:
@@ -250,7 +272,7 @@ async def read_overhead(session: Any, kernel: Kernel, rounds: int) -> dict[str, 
     for tool, (arguments, expression) in reads.items():  # warm up; both give the same text
         for _ in range(5):
             _, ours = await through_mcp(tool, arguments)
-            _, direct = await kernel.evaluate(KERNEL_CALL.format(expression))
+            _, direct = await kernel.evaluate(expression)
         if ours != ast.literal_eval(direct):
             print(f"  note: {tool} through the endpoint differs from the kernel's text")
         if tool == "describe_variable" and "DataFrame" not in ours:
@@ -259,7 +281,7 @@ async def read_overhead(session: Any, kernel: Kernel, rounds: int) -> dict[str, 
     for n in range(rounds):
         for tool, (arguments, expression) in reads.items():
             pair = [("mcp", through_mcp(tool, arguments)),
-                    ("kernel", kernel.evaluate(KERNEL_CALL.format(expression)))]  # fmt: skip
+                    ("kernel", kernel.evaluate(expression))]  # fmt: skip
             for side, measure in pair if n % 2 else pair[::-1]:
                 elapsed, _ = await measure
                 times[f"{tool} {side}"].append(elapsed)
@@ -541,23 +563,262 @@ def crowd_report(found: dict[str, Any], agents: int, store: Any) -> tuple[bool, 
     return ok, figures
 
 
+# -- 4. soak --------------------------------------------------------------------------------------
+def soak_process(index: int, url: str, token: str, ready: Any, go: Any, stop: Any,
+                 results: Any) -> None:  # fmt: skip
+    """One polling agent of the soak; puts a dict of what it saw in ``results``."""
+    try:
+        results.put(asyncio.run(soak_agent(index, url, token, ready, go, stop)))
+    except BaseException as error:  # the main process must hear of it, not wait forever
+        results.put({"index": index, "crash": f"{type(error).__name__}: {error}"})
+        ready.put(index)
+        raise
+
+
+async def soak_agent(index: int, url: str, token: str, ready: Any, go: Any,
+                     stop: Any) -> dict[str, Any]:  # fmt: skip
+    """Poll until ``stop``: the notebooks, a call nobody answers, cells, a coming kernel."""
+    rng = random.Random(index)
+    calls: Counter[str] = Counter()
+    expected: Counter[str] = Counter()  # "no running kernel" from a soak notebook
+    errors: list[tuple[float, str]] = []  # (time.time(), what)
+    busy = 0
+    status_times: list[tuple[float, float]] = []  # (time.time(), seconds) of wait_seconds=0
+    async with mcp_session(url, token) as session:
+
+        async def attempt(tool: str, **arguments: Any) -> Any:
+            calls[tool] += 1
+            try:
+                return await call(session, tool, **arguments)
+            except Exception as error:  # noqa: BLE001 - counted
+                text = f"{tool}: {type(error).__name__}: {error}"[:300]
+                if NO_KERNEL in text and arguments.get("path") in SOAK_NOTEBOOKS:
+                    expected[tool] += 1
+                else:
+                    errors.append((time.time(), text))
+                return None
+
+        called = await call(session, "run_code", path=NOTEBOOK, code=f"soak_{index} = 1",
+                            why=f"soak agent {index}: nobody answers")  # fmt: skip
+        handle = called["handle"]
+        for tool, arguments in [("list_notebooks", {}), ("read_cells", {"path": NOTEBOOK}),
+                                ("list_variables", {"path": NOTEBOOK}),
+                                ("call_status", {"handle": handle})]:  # fmt: skip
+            await call(session, tool, **arguments)  # the first call of each costs seconds
+        ready.put(index)
+        await asyncio.get_running_loop().run_in_executor(None, go.wait)
+        await asyncio.sleep(rng.uniform(0, SOAK_WAIT))  # not all four in step
+        while not stop.is_set():
+            listed = await attempt("list_notebooks")
+            start = time.perf_counter()
+            status = await attempt("call_status", handle=handle, wait_seconds=0)
+            if status is not None:
+                status_times.append((time.time(), time.perf_counter() - start))
+                if status.get("state") != "waiting":
+                    errors.append((time.time(), "call_status: the unanswered call is "
+                                   f"{status.get('state')}"))  # fmt: skip
+            await attempt("call_status", handle=handle, wait_seconds=SOAK_WAIT)
+            await attempt("read_cells", path=NOTEBOOK, start=0, count=10)
+            running = [n["path"] for n in (listed or {}).get("notebooks", [])
+                       if n["path"] in SOAK_NOTEBOOKS]  # fmt: skip
+            value = await attempt("list_variables", path=rng.choice(running or SOAK_NOTEBOOKS))
+            busy += "kernel is busy" in str(value)
+    return {"index": index, "calls": calls, "expected": expected, "errors": errors,
+            "busy": busy, "status_times": status_times}  # fmt: skip
+
+
+def server_use(pid: int) -> dict[str, float]:
+    """The process's open fds, the sockets among them, and its RSS in MB."""
+    fds = os.listdir(f"/proc/{pid}/fd")
+    sockets = 0
+    for fd in fds:
+        with contextlib.suppress(OSError):  # closed meanwhile
+            sockets += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+    status = Path(f"/proc/{pid}/status").read_text()
+    rss = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+    return {"fds": len(fds), "sockets": sockets, "rss": rss / 1024}
+
+
+class Churn:
+    """Kernels that come and go: notebook sessions opened and deleted through the REST API."""
+
+    def __init__(self, lab: Any) -> None:
+        self.lab = lab
+        self.alive: list[tuple[str, str]] = []  # (session id, notebook), oldest first
+        self.started = self.stopped = 0
+        self.failures: list[str] = []
+        self.start_times: list[float] = []
+        self.stop_times: list[float] = []
+        self.stopping: list[tuple[float, float]] = []  # time.time() a DELETE was sent, answered
+        self._next = 0
+
+    async def step(self) -> None:
+        """Start a kernel if fewer than SOAK_KERNELS run, else stop the oldest."""
+        if len(self.alive) < SOAK_KERNELS:
+            free = [n for n in SOAK_NOTEBOOKS if n not in {path for _, path in self.alive}]
+            await self.start(free[self._next % len(free)])
+            self._next += 1
+        else:
+            await self.stop(*self.alive[0])
+
+    async def start(self, name: str) -> None:
+        from agent_helpers import start_session
+
+        began = time.perf_counter()
+        try:
+            session = await asyncio.to_thread(start_session, self.lab, name)
+        except Exception as error:  # noqa: BLE001 - counted
+            self.failures.append(f"POST api/sessions {name}: {type(error).__name__}: {error}")
+            return
+        self.start_times.append(time.perf_counter() - began)
+        self.alive.append((session["id"], name))
+        self.started += 1
+
+    async def stop(self, session_id: str, name: str) -> None:
+        from agent_helpers import rest
+
+        began, sent = time.perf_counter(), time.time()
+        self.alive.remove((session_id, name))
+        try:
+            await asyncio.to_thread(rest, self.lab, f"api/sessions/{session_id}", "DELETE")
+        except Exception as error:  # noqa: BLE001 - counted
+            self.failures.append(f"DELETE api/sessions {name}: {type(error).__name__}: {error}")
+            return
+        self.stop_times.append(time.perf_counter() - began)
+        self.stopping.append((sent, time.time()))
+        self.stopped += 1
+
+    async def until(self, deadline: float) -> None:
+        while time.monotonic() < deadline:
+            began = time.monotonic()
+            await self.step()
+            await asyncio.sleep(max(0.0, SOAK_STEP - (time.monotonic() - began)))
+
+    async def drain(self) -> None:
+        """Stop every soak kernel, and give the server a moment to close what it held."""
+        while self.alive:
+            await self.stop(*self.alive[0])
+        await asyncio.sleep(2)
+
+
+async def soak(args: argparse.Namespace, lab: Any, url: str,
+               secrets: list[str]) -> dict[str, Any]:  # fmt: skip
+    from agent_helpers import write_notebook
+
+    for name in SOAK_NOTEBOOKS:
+        write_notebook(lab, name, ["x = 1"])
+    pid = lab.process.pid
+    context = multiprocessing.get_context("spawn")
+    ready, results = context.Queue(), context.Queue()
+    go, stop = context.Event(), context.Event()
+    processes = [context.Process(target=soak_process, daemon=True,
+                                 args=(n, url, secret, ready, go, stop, results))
+                 for n, secret in enumerate(secrets)]  # fmt: skip
+    for process in processes:
+        process.start()
+    for _ in processes:
+        ready.get(timeout=120)
+    go.set()
+    churn = Churn(lab)
+    samples: list[tuple[str, dict[str, float], int]] = []  # (moment, use, soak kernels alive)
+    try:
+        await churn.until(time.monotonic() + SOAK_WARMUP)
+        await churn.drain()
+        samples.append(("start", server_use(pid), 0))
+        began, measured = time.monotonic(), time.time()
+        for minute in range(1, math.ceil(args.soak_minutes) + 1):
+            await churn.until(began + 60 * min(minute, args.soak_minutes))
+            if minute < args.soak_minutes:
+                samples.append((f"{minute} min", server_use(pid), len(churn.alive)))
+        took = time.monotonic() - began
+        await churn.drain()
+        samples.append(("end", server_use(pid), 0))
+    finally:
+        stop.set()
+        gathered = []
+        for _ in processes:
+            with contextlib.suppress(queue.Empty):
+                gathered.append(results.get(timeout=60))
+        for process in processes:
+            process.join(timeout=10)
+        await churn.drain()
+    return {"agents": gathered, "churn": churn, "samples": samples, "took": took,
+            "measured": measured, "pid": pid}  # fmt: skip
+
+
+def soak_report(found: dict[str, Any], agents: int) -> tuple[bool, dict[str, Any]]:
+    """Print the table; whether there was no unexpected error and no socket leak, the figures."""
+    results = [r for r in found["agents"] if "crash" not in r]
+    crashed = [r for r in found["agents"] if "crash" in r]
+    churn: Churn = found["churn"]
+    calls: Counter[str] = sum((Counter(r["calls"]) for r in results), Counter())
+    expected: Counter[str] = sum((Counter(r["expected"]) for r in results), Counter())
+    timed = [e for r in results for e in r["errors"]]
+    near = sum(any(sent <= at <= answered + 2 for sent, answered in churn.stopping)
+               for at, _ in timed)  # fmt: skip
+    errors = [text for _, text in timed] + churn.failures
+    errors += [f"agent {r['index']} crashed: {r['crash']}" for r in crashed]
+    if len(found["agents"]) < agents:
+        errors.append(f"{agents - len(found['agents'])} agents never reported")
+    statuses = [t for r in results for at, t in r["status_times"] if at >= found["measured"]]
+    print(f"\n4. Soak: {found['took'] / 60:.1f} min after a {SOAK_WARMUP:.0f} s warm-up, a kernel "
+          f"started or stopped every {SOAK_STEP:.0f} s (at most {SOAK_KERNELS} besides "
+          f"{NOTEBOOK}'s), {agents} agents polling")
+    print(f"  the Jupyter server process (pid {found['pid']}):")
+    print(f"    {'moment':<8} {'fds':>6} {'sockets':>8} {'RSS MB':>8}  soak kernels alive")
+    for moment, use, alive in found["samples"]:
+        print(f"    {moment:<8} {use['fds']:>6} {use['sockets']:>8} {use['rss']:>8.1f}  {alive}")
+    first, last = found["samples"][0][1], found["samples"][-1][1]
+    growth = {key: last[key] - first[key] for key in first}
+    print(f"    {'growth':<8} {growth['fds']:>+6} {growth['sockets']:>+8} "
+          f"{growth['rss']:>+8.1f}  (end - start, both with the soak kernels stopped)")
+    print(f"  kernels: {churn.started} started, {churn.stopped} stopped; POST api/sessions "
+          f"p50 {ms(pct(churn.start_times, 50))} ms, p99 {ms(pct(churn.start_times, 99))} ms; "
+          f"DELETE p50 {ms(pct(churn.stop_times, 50))} ms, p99 {ms(pct(churn.stop_times, 99))} ms")
+    print(f"  agent calls (warm-up included): {sum(calls.values())} "
+          + ", ".join(f"{tool} {n}" for tool, n in calls.most_common()))
+    print(f"  errors: {sum(expected.values())} expected (no running kernel: "
+          f"{dict(expected)}), {len(errors)} unexpected; 'kernel busy' answers: "
+          f"{sum(r['busy'] for r in results)}")
+    for text, n in Counter(errors).most_common(8):
+        print(f"    {n} x {text}")
+    if timed:
+        print(f"    {near} of the agents' {len(timed)} came while a kernel was being stopped "
+              "(its DELETE api/sessions sent, until 2 s after the answer)")
+    print(f"  call_status (wait_seconds=0) during the soak: p50 {ms(pct(statuses, 50))} ms, "
+          f"p99 {ms(pct(statuses, 99))} ms (n={len(statuses)})")
+    leak = growth["sockets"] > SOCKET_LEAK
+    if leak:
+        print(f"  sockets grew by {growth['sockets']} (more than {SOCKET_LEAK}): a leak")
+    figures = {"growth": growth, "errors": len(errors), "expected": sum(expected.values()),
+               "calls": sum(calls.values()), "status p50": pct(statuses, 50),
+               "status p99": pct(statuses, 99)}  # fmt: skip
+    return not errors and not leak, figures
+
+
 # -- the whole run ---------------------------------------------------------------------------
 Figures = dict[str, list[float]]
 
 
-async def single_agent(args: argparse.Namespace, url: str, secret: str, kernel: Kernel,
-                       store: Any, scratch: Path) -> tuple[Figures, Figures]:  # fmt: skip
+async def single_agent(args: argparse.Namespace, chosen: tuple[str, ...], url: str, secret: str,
+                       kernel: Kernel, store: Any, scratch: Path
+                       ) -> tuple[Figures | None, Figures | None]:  # fmt: skip
+    """Parts 1 and 2, those of them ``chosen``; None for a part not run."""
+    times = parts = None
     async with mcp_session(url, secret) as session:
-        print(f"\n1. Read overhead: {args.reads} rounds, interleaved, one MCP session")
-        times = await read_overhead(session, kernel, args.reads)
-        for name, values in times.items():
-            print(f"  {name:<26} {spread(values)}")
-        for tool in ("list_variables", "describe_variable"):
-            ours, direct = times[f"{tool} mcp"], times[f"{tool} kernel"]
-            paired = [a - b for a, b in zip(ours, direct, strict=True)]
-            print(f"  {tool} overhead: p50 {ms(pct(ours, 50) - pct(direct, 50))} ms "
-                  f"(median of paired differences {ms(pct(paired, 50))} ms; "
-                  f"target <= {TARGET_OVERHEAD_MS:.0f})")
+        if "reads" in chosen:
+            print(f"\n1. Read overhead: {args.reads} rounds, interleaved, one MCP session")
+            times = await read_overhead(session, kernel, args.reads)
+            for name, values in times.items():
+                print(f"  {name:<26} {spread(values)}")
+            for tool in ("list_variables", "describe_variable"):
+                ours, direct = times[f"{tool} mcp"], times[f"{tool} kernel"]
+                paired = [a - b for a, b in zip(ours, direct, strict=True)]
+                print(f"  {tool} overhead: p50 {ms(pct(ours, 50) - pct(direct, 50))} ms "
+                      f"(median of paired differences {ms(pct(paired, 50))} ms; "
+                      f"target <= {TARGET_OVERHEAD_MS:.0f})")
+        if "click" not in chosen:
+            return times, parts
         print(f"\n2. Click to result: {args.clicks} clicks, the agent waiting in call_status")
         parts = await click_to_result(session, kernel, store, args.clicks)
         print(f"  answer sent -> call_status returns done: {spread(parts['total'])} "
@@ -588,42 +849,84 @@ async def bench(args: argparse.Namespace) -> int:
     from nbchat.agents import AgentGate
     from nbchat.store._open import open_store
 
+    chosen = PARTS if args.only is None else (args.only,)
+    if args.soak_minutes <= 0:
+        chosen = tuple(part for part in chosen if part != "soak")
     base = Path(tempfile.mkdtemp(prefix="nbchat-agents-bench-"))
-    print(f"Jupyter server, store and tokens under {base}")
+    print(f"Jupyter server, store and tokens under {base}; parts: {', '.join(chosen) or 'none'}")
+    times = parts = figures = soaked = None
+    ok = soak_ok = True
     with agent_server(base) as lab:
         write_notebook(lab, NOTEBOOK, CELLS)
         kernel_id = start_session(lab, NOTEBOOK)["kernel"]["id"]
         kernel = Kernel(base / "lab" / "runtime" / f"kernel-{kernel_id}.json")
         await kernel.start()
         try:
-            rows = (await kernel.run(SETUP)).strip()
-            if rows != str(ROWS):
-                raise RuntimeError(f"the setup cell failed: {rows}")
+            if set(chosen) - {"soak"}:
+                rows = (await kernel.run(SETUP)).strip()
+                if rows != str(ROWS):
+                    raise RuntimeError(f"the setup cell failed: {rows}")
             store = open_store(base / "store", USER)
             url = endpoint(lab)
-            secret = tokens(base).mint("bench-agent").secret
-            times, parts = await single_agent(args, url, secret, kernel, store,
-                                              base / "scratch-store")  # fmt: skip
-            minted = [tokens(base).mint(f"crowd-{n}") for n in range(args.agents)]
-            found = await crowd(args, url, [m.secret for m in minted], kernel,
-                                AgentGate(store), [m.token for m in minted])  # fmt: skip
-            ok, figures = crowd_report(found, args.agents, store)
+            if {"reads", "click"} & set(chosen):
+                secret = tokens(base).mint("bench-agent").secret
+                times, parts = await single_agent(args, chosen, url, secret, kernel, store,
+                                                  base / "scratch-store")  # fmt: skip
+            if "eight" in chosen:
+                minted = [tokens(base).mint(f"crowd-{n}") for n in range(args.agents)]
+                found = await crowd(args, url, [m.secret for m in minted], kernel,
+                                    AgentGate(store), [m.token for m in minted])  # fmt: skip
+                ok, figures = crowd_report(found, args.agents, store)
+            if "soak" in chosen:
+                secrets = [tokens(base).mint(f"soak-{n}").secret for n in range(SOAK_AGENTS)]
+                soak_ok, soaked = soak_report(await soak(args, lab, url, secrets), SOAK_AGENTS)
         finally:
             kernel.stop()
         errors = [line for line in lab.log().splitlines()
                   if "Traceback" in line or "[E " in line]  # fmt: skip
         print(f"  server log: {len(errors)} error lines" + "".join(
             f"\n    {line[:200]}" for line in errors[:10]))  # fmt: skip
-    overheads = [pct(times[f"{t} mcp"], 50) - pct(times[f"{t} kernel"], 50)
-                 for t in ("list_variables", "describe_variable")]  # fmt: skip
-    click = pct(parts["total"], 50)
-    rows_ = [
-        ("read overhead p50, list_variables", f"{ms(overheads[0])} ms",
-         f"<= {TARGET_OVERHEAD_MS:.0f} ms", overheads[0] * 1000 <= TARGET_OVERHEAD_MS),
-        ("read overhead p50, describe_variable df", f"{ms(overheads[1])} ms",
-         f"<= {TARGET_OVERHEAD_MS:.0f} ms", overheads[1] * 1000 <= TARGET_OVERHEAD_MS),
-        ("click to result p50 (p90)", f"{ms(click)} ms ({ms(pct(parts['total'], 90))})",
-         f"<= {TARGET_CLICK_MS:.0f} ms", click * 1000 <= TARGET_CLICK_MS),
+    rows_: list[tuple[str, str, str, bool | None]] = []
+    if times is not None:
+        overheads = [pct(times[f"{t} mcp"], 50) - pct(times[f"{t} kernel"], 50)
+                     for t in ("list_variables", "describe_variable")]  # fmt: skip
+        rows_ += [
+            ("read overhead p50, list_variables", f"{ms(overheads[0])} ms",
+             f"<= {TARGET_OVERHEAD_MS:.0f} ms", overheads[0] * 1000 <= TARGET_OVERHEAD_MS),
+            ("read overhead p50, describe_variable df", f"{ms(overheads[1])} ms",
+             f"<= {TARGET_OVERHEAD_MS:.0f} ms", overheads[1] * 1000 <= TARGET_OVERHEAD_MS),
+        ]  # fmt: skip
+    if parts is not None:
+        click = pct(parts["total"], 50)
+        rows_.append(("click to result p50 (p90)",
+                      f"{ms(click)} ms ({ms(pct(parts['total'], 90))})",
+                      f"<= {TARGET_CLICK_MS:.0f} ms", click * 1000 <= TARGET_CLICK_MS))
+    if figures is not None:
+        rows_ += crowd_rows(args, figures, ok)
+    if soaked is not None:
+        growth = soaked["growth"]
+        rows_ += [
+            ("soak: growth of sockets / fds / RSS",
+             f"{growth['sockets']:+} / {growth['fds']:+} / {growth['rss']:+.1f} MB",
+             f"<= {SOCKET_LEAK} sockets", growth["sockets"] <= SOCKET_LEAK),
+            ("soak: unexpected / expected errors",
+             f"{soaked['errors']} / {soaked['expected']} of {soaked['calls']}", "0 unexpected",
+             soaked["errors"] == 0),
+            ("soak: call_status p50 / p99",
+             f"{ms(soaked['status p50'])} / {ms(soaked['status p99'])} ms", "(figure)", None),
+        ]  # fmt: skip
+    print(f"\nSummary ({', '.join(chosen) or 'no parts'}, {os.cpu_count()} cores):")
+    print(f"  {'measure':<42} {'measured':<24} {'target':<10} met")
+    for name, measured, target, met in rows_:
+        mark = "" if met is None else ("yes" if met else "NO")
+        print(f"  {name:<42} {measured:<24} {target:<10} {mark}")
+    return 0 if ok and soak_ok else 1
+
+
+def crowd_rows(args: argparse.Namespace, figures: dict[str, Any],
+               ok: bool) -> list[tuple[str, str, str, bool | None]]:  # fmt: skip
+    """Part 3's lines of the summary."""
+    return [
         (f"{args.agents} agents: run_code lost / ran twice",
          f"{figures['lost']} / {figures['twice']} of {figures['runs']}", "0 / 0", ok),
         (f"{args.agents} agents: reads p50 / p99",
@@ -632,12 +935,6 @@ async def bench(args: argparse.Namespace) -> int:
          f"{figures['reads']} / {figures['slow']} / {figures['stalled']}", "(figure)", None),
         (f"{args.agents} agents: tool errors", str(figures["errors"]), "(figure)", None),
     ]  # fmt: skip
-    print(f"\nSummary ({args.agents} agents for {args.seconds:.0f} s, {os.cpu_count()} cores):")
-    print(f"  {'measure':<42} {'measured':<24} {'target':<10} met")
-    for name, measured, target, met in rows_:
-        mark = "" if met is None else ("yes" if met else "NO")
-        print(f"  {name:<42} {measured:<24} {target:<10} {mark}")
-    return 0 if ok else 1
 
 
 def main() -> None:
@@ -648,6 +945,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="how long part 3 runs")
     parser.add_argument("--think", type=float, default=0.05,
                         help="mean pause in seconds between one agent's reads (0: none)")
+    parser.add_argument("--soak-minutes", type=float, default=10.0,
+                        help="how long part 4 runs (0: skip it)")
+    parser.add_argument("--only", choices=PARTS, help="run only this part (default: all)")
     args = parser.parse_args()
     sys.exit(asyncio.run(bench(args)))
 
