@@ -7,22 +7,24 @@ tools serve both; they find it here, never in IPython's magics registry.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
-_CHATS: dict[int, Callable[[], Any]] = {}
+# By the shell itself, never its id: a new shell may get a closed one's address.
+_CHATS: weakref.WeakKeyDictionary[Any, Callable[[], Any]] = weakref.WeakKeyDictionary()
 
 
 def hand_over(shell: Any, chat: Callable[[], Any] | None) -> None:
     """``chat()`` gives the Chat of the magics loaded in ``shell``; None: they are unloaded."""
     if chat is None:
-        _CHATS.pop(id(shell), None)
+        _CHATS.pop(shell, None)
     else:
-        _CHATS[id(shell)] = chat
+        _CHATS[shell] = chat
 
 
 def chat_of(shell: Any) -> Any:
     """The magics' Chat in ``shell``, loading nbchat's extension there first if need be."""
-    if id(shell) not in _CHATS:
+    if shell not in _CHATS:
         shell.extension_manager.load_extension("nbchat")
-    return _CHATS[id(shell)]()
+    return _CHATS[shell]()

@@ -234,9 +234,12 @@ def _apply(op: str, arguments: dict[str, Any], decision: CodeDecision) -> None:
                  "cell_type": arguments.get("cell_type") or "code", "metadata": metadata}
     else:  # an execute runs exactly what was shown (or edited): the source first
         first = {"op": "edit", "cell_id": arguments["cell_id"], "source": source,
-                 "metadata": metadata, "expected": str(arguments.get("saved", ""))}
-        if op == "execute":
-            first["expected"] = str(arguments.get("code", ""))
+                 "metadata": metadata}
+        # What the person was shown as saved (an execute's code is the saved source);
+        # a call stored before edits carried it has none, and claims nothing was replaced.
+        shown = arguments.get("code" if op == "execute" else "saved")
+        if isinstance(shown, str):
+            first["expected"] = shown
 
     def answered(reply: dict[str, Any]) -> None:
         if reply.get("unsent"):  # JupyterLab has no page for it: nothing was done there

@@ -66,16 +66,14 @@ def change(path: str, op: Callable[[dict[str, Any]], Reply]) -> Reply:
 def run_in_file(path: str, cell_id: str, source: str, metadata: dict[str, Any],
                 run: Callable[[str], RunResult]) -> Reply:  # fmt: skip
     """Set the cell to ``source``, run it with ``run`` here, and keep its outputs in the file."""
-    kinds: list[str] = []
-
     def set_source(notebook: dict[str, Any]) -> Reply:
-        kinds.append(str(cells.find(notebook, cell_id).get("cell_type")))
-        return cells.edit(notebook, cell_id, source, metadata)
+        kind = cells.find(notebook, cell_id).get("cell_type")
+        return {**cells.edit(notebook, cell_id, source, metadata), "cell_type": kind}
 
     edited = change(path, set_source)
     if not edited.get("ok"):
         return edited
-    if kinds != ["code"]:  # a markdown cell has nothing to run
+    if edited["cell_type"] != "code":  # a markdown cell has nothing to run
         return {"ok": True, "cell_id": cell_id, "execution_count": None, "outputs": [],
                 "status": "ok", "in_file": True}  # fmt: skip
     ran = run(source)

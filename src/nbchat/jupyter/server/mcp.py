@@ -187,7 +187,7 @@ class ServerNotebooks:
         except (KeyError, web.HTTPError):  # the session outlives its kernel while it stops
             raise _stopped(path) from None
         except asyncio.CancelledError:
-            if client is not None and self._clients.get(kernel_id) is client:
+            if client is None or self._clients.get(kernel_id) is client:
                 raise  # the request itself was cancelled
             raise _stopped(path) from None  # the kernel stopped: its client was dropped
         value = reply["content"].get("user_expressions", {}).get("r", {})
