@@ -49,8 +49,9 @@ def ip(server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     load(shell)
     yield shell
     magics = shell.magics_manager.registry.get("ChatMagics")
-    if magics is not None and magics._chat is not None:
-        magics._chat.wait_for_titles(10)  # no title request left talking to a stopped server
+    chat = magics.chats.current if magics is not None else None
+    if chat is not None:
+        chat.wait_for_titles(10)  # no title request left talking to a stopped server
     close_shell()
 
 

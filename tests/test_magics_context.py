@@ -149,7 +149,7 @@ def test_an_answer_after_a_restart_still_runs_the_code(run, ip, server, tmp_path
         Reply("Two.", after_tool="run_code"),
     )
     assert run("%chat --agent count the xs").error is None
-    ip.magics_manager.registry["ChatMagics"]._plain_chat().wait_for_titles(10)
+    ip.magics_manager.registry["ChatMagics"].chats.plain().wait_for_titles(10)
     close_shell()  # a new kernel: nothing of the old session is left
     config = Config()
     config.HistoryManager.hist_file = ":memory:"

@@ -363,7 +363,7 @@ def test_prices_set_while_the_panel_is_open_apply_at_once(shell, scripted_server
     scripted_server.script(Reply("Four.", when="2+2"), Reply("Six.", when="3+3"))
     shell.run_cell("%chat What is 2+2?")
     shell.run_cell("%chat --panel")
-    (panel,) = shell.magics_manager.registry["ChatMagics"]._panels
+    (panel,) = shell.magics_manager.registry["ChatMagics"].panels
     (before,) = footer_lines(panel)
     assert "$" not in before
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -710,3 +711,21 @@ def test_the_objects_attached_to_a_question_are_kept_with_its_turn(store: Store)
     assert store.get(tid).turns[index].context == items
     plain = store.start_turn(tid, "And?")
     assert store.get(tid).turns[plain].context == []
+
+
+def test_the_change_stamp_moves_with_every_write_of_any_thread(
+    store: ThreadStore, open_for: Opener
+) -> None:
+    other = open_for("ana")  # another process's store object on the same threads
+    stamps = [store.change_stamp()]
+    tid = other.new_thread("m")
+    stamps.append(store.change_stamp())
+    other.append_response(tid, "q", "a")
+    stamps.append(store.change_stamp())
+    other.update_thread_title(tid, "Generated", if_untitled=True)  # no activity, still a change
+    stamps.append(store.change_stamp())
+    other.delete_thread(tid)
+    stamps.append(store.change_stamp())
+    assert all(a != b for a, b in zip(stamps, stamps[1:], strict=False))
+    time.sleep(0.06)  # past the folder clock's tick: an unchanged store reads the same
+    assert store.change_stamp() == store.change_stamp()

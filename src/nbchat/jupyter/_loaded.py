@@ -1,30 +1,53 @@
-"""The Chat of the magics loaded in each shell, as ``load`` hands it over.
+"""The ``%chat`` magics loaded in each shell, as ``load`` hands them over.
 
-The kernel's other parts (the answering of outside agents' calls) use the
-same Chat as ``%chat``, so that one store, one user and one set of answering
-tools serve both; they find it here, never in IPython's magics registry.
+The kernel's other parts use the same Chat as ``%chat`` — the answering of
+outside agents' calls, the side panel JupyterLab's extension opens — so that
+one store, one user, one key and one set of answering tools serve them all.
+They find what they need here, never in IPython's magics registry.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
+
+__all__ = ["Loaded", "chat_of", "hand_over", "loaded_in"]
+
+
+class Loaded(Protocol):
+    """What the loaded magics give the kernel's other parts."""
+
+    @property
+    def chat(self) -> Any:
+        """The Chat ``%chat`` asks with now."""
+
+    def side_panel(self) -> Any:
+        """The side panel on that Chat, following the magics' prices (as ``--panel --side``)."""
+
 
 # By the shell itself, never its id: a new shell may get a closed one's address.
-_CHATS: weakref.WeakKeyDictionary[Any, Callable[[], Any]] = weakref.WeakKeyDictionary()
+_LOADED: weakref.WeakKeyDictionary[Any, weakref.ref[Any]] = weakref.WeakKeyDictionary()
 
 
-def hand_over(shell: Any, chat: Callable[[], Any] | None) -> None:
-    """``chat()`` gives the Chat of the magics loaded in ``shell``; None: they are unloaded."""
-    if chat is None:
-        _CHATS.pop(shell, None)
+def hand_over(shell: Any, loaded: Loaded | None) -> None:
+    """``loaded`` are the magics of ``shell`` from now on; None: they are unloaded."""
+    if loaded is None:
+        _LOADED.pop(shell, None)
     else:
-        _CHATS[shell] = chat
+        _LOADED[shell] = weakref.ref(loaded)
+
+
+def loaded_in(shell: Any) -> Loaded | None:
+    """The magics loaded in ``shell``, or None (never loads them)."""
+    found = _LOADED.get(shell) if shell is not None else None
+    return found() if found is not None else None
 
 
 def chat_of(shell: Any) -> Any:
     """The magics' Chat in ``shell``, loading nbchat's extension there first if need be."""
-    if shell not in _CHATS:
+    if loaded_in(shell) is None:
         shell.extension_manager.load_extension("nbchat")
-    return _CHATS[shell]()
+    loaded = loaded_in(shell)
+    if loaded is None:
+        raise RuntimeError("nbchat's extension did not load its magics in this shell")
+    return loaded.chat

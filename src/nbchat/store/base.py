@@ -137,6 +137,10 @@ class Store(Protocol):
     (:meth:`kernel_spent`, :meth:`add_kernel_spent`), so that a kernel's
     budget holds across its restarts; what nobody added to for
     ``SPENDING_DAYS`` days is forgotten.
+
+    :meth:`stamp` (one thread) and :meth:`change_stamp` (all of the user's
+    threads) are values that change whenever a write does, as cheap to read as
+    the store allows, for a caller that follows another process's writes.
     """
 
     user: str
@@ -177,6 +181,7 @@ class Store(Protocol):
     def kernel_spent(self, kernel: str) -> float: ...
     def add_kernel_spent(self, kernel: str, amount: float) -> float: ...
     def stamp(self, thread_id: int) -> object: ...
+    def change_stamp(self) -> object: ...
 
 
 def _check_user(user: object) -> str:

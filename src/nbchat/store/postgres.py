@@ -140,6 +140,18 @@ class PostgresStore:
                                "AND id = %s", [self.user, tid]).fetchone()  # fmt: skip
         return None if row is None else tuple(row)
 
+    def change_stamp(self) -> object:
+        """What changes whenever any of the user's threads is written, in one query whose
+        answer is one short row: the count, the latest update, the turns, and the titles'
+        digest (a generated title does not count as an update)."""
+        with self._db.connection(self._timeout) as conn:
+            row = conn.execute(
+                "SELECT count(*), max(updated), sum(turns), "
+                "md5(string_agg(id::text || ':' || title, ',' ORDER BY id)) "
+                "FROM nbchat_threads WHERE owner = %s", [self.user],
+            ).fetchone()
+        return tuple(row)
+
     # -- threads ---------------------------------------------------------------------
 
     def new_thread(

@@ -104,6 +104,8 @@ from .base import (
 __all__ = ["ThreadStore"]
 
 LOCK_TIMEOUT = 30.0
+# A folder written this recently may be written again within the same tick of its clock.
+UNSETTLED_NS = 50_000_000
 
 
 class ThreadStore:
@@ -375,6 +377,22 @@ class ThreadStore:
             return file_stamp(os.stat(self._folder.thread(self._check_id(thread_id))))
         except FileNotFoundError:
             return None
+
+    def change_stamp(self) -> object:
+        """What changes whenever any of the user's threads is written: one ``stat`` of the
+        user's folder (every write replaces a file in it). None: nothing was written yet.
+
+        The clock that stamps the folder ticks every few milliseconds, so a second write
+        within one tick leaves it as it was; a folder written that recently gives a stamp
+        equal to no other, and a caller looks again.
+        """
+        try:
+            info = os.stat(self._folder.path)
+        except OSError:
+            return None
+        if time.time_ns() - info.st_mtime_ns < UNSETTLED_NS:
+            return object()
+        return (info.st_ino, info.st_mtime_ns)
 
     # -- inside the lock ---------------------------------------------------------------
 

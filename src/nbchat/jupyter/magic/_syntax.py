@@ -20,6 +20,7 @@ import re
 import shlex
 import tokenize
 from collections.abc import Callable
+from typing import Any
 
 MAGIC = "chat"
 _QUESTION = re.compile(rf"%{MAGIC}[ \t]+(?P<question>\S.*?\?)[ \t]*\r?\n?\Z")
@@ -125,3 +126,20 @@ def _unquote(word: str) -> str:
     except ValueError:  # an unbalanced quote is just a character
         return word
     return parts[0] if len(parts) == 1 else word
+
+
+def option_arity(parser: Any, word: str) -> int | None:
+    """How many values follow ``word`` in ``parser``'s options: 0, a count, or None for "?"."""
+    actions = parser._option_string_actions
+    option = word.split("=", 1)[0]
+    if "=" in word or (option[:2] != "--" and len(option) > 2):
+        return 0  # --opt=value, -mMODEL
+    if option not in actions:
+        matches = [name for name in actions if name.startswith(option) and name[:2] == "--"]
+        option = matches[0] if len(matches) == 1 else option
+    action = actions.get(option)
+    if action is None or action.nargs == 0:
+        return 0
+    if action.nargs == "?":
+        return None
+    return action.nargs if isinstance(action.nargs, int) else 1

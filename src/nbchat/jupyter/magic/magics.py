@@ -6,49 +6,41 @@ keeps ``%chat What is Python?`` a question; ``unload`` removes both. Nothing
 here talks to the network or imports ipywidgets before it is needed.
 
 :meth:`ChatMagics._run` parses a line and hands it to one handler from
-``HANDLERS`` (a command, a kind of question, or a plain question). What the
-handlers share but does not need the magics' state lives beside this module:
-the thread commands (:mod:`._thread_commands`), placing an ``--answer``
+``HANDLERS`` (a command, a kind of question, or a plain question). The magic's
+settings are the traits of its base class (:mod:`._settings`); the Chats they
+build, and the key given with ``--key``, are kept by :mod:`._chats`. The
+handlers that do not need the current thread live beside this module: the
+thread commands (:mod:`._thread_commands`), the session's commands — key,
+models, panel, MCP (:mod:`._session_commands`) — placing an ``--answer``
 (:mod:`._answering`), what a question takes from the notebook
-(:mod:`._context`), the declared options (:mod:`._options`) and
-the line's syntax (:mod:`._syntax`), and what it reads of the shell
-(:mod:`._shell`). What stays here needs the settings, the Chat they build, or
-the current thread: the traits, the Chat's construction, asking and rendering,
-and the key, panel and model commands. That keeps this module past 500
-lines on purpose: IPython configures the magic as one class
-(``%config ChatMagics.…``), and splitting its methods across modules would
-only pass the same ``self`` around.
+(:mod:`._context`), the declared options (:mod:`._options`), the line's syntax
+(:mod:`._syntax`) and what it reads of the shell (:mod:`._shell`). What stays
+here is asking: a question, a fix, an answer, a retry, in the current thread.
 """
 
 from __future__ import annotations
 
-import sys
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
-from IPython.display import display
-from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, observe, validate
+from IPython.core.magic import line_cell_magic, magics_class, no_var_expand
 
 from ...base import markup
 from ...base._notices import set_notifier
 from ...base._secrets import Scrubbed, noting_scrubs
 from ...base.errors import NbchatError, OverBudget
-from ...base.options import check_options
 from ...context._interpolate import resolve
 from .._loaded import hand_over
 from ..agents import _commands as agents
 from ..cell.render import Mode, RenderResult, TurnRenderer, detect_mode, execution_marker
 from . import _context as _magic_context
+from . import _session_commands as session
 from . import _thread_commands as threads
-from ._answering import NOTEBOOK_TOOLS, tool_answer
+from ._answering import tool_answer
+from ._chats import SessionChats
 from ._context import (
-    ERROR_PROMPT,
-    FIX_QUESTION,
-    FIX_REQUEST,
-    MAX_TRACEBACK_CHARS,
     attached_context,
     code_to_next_cell,
     error_question,
@@ -59,8 +51,9 @@ from ._context import (
 from ._notes import show_note
 from ._options import chat_arguments, flag_options
 from ._preview_commands import check_preview, compact_thread, show_preview
-from ._shell import echoed, environment, forget_config_key
-from ._syntax import protect_chat_questions, split_options
+from ._settings import ChatSettings
+from ._shell import echoed
+from ._syntax import option_arity, protect_chat_questions, split_options
 
 if TYPE_CHECKING:
     from ...engine.chat import Chat
@@ -74,143 +67,26 @@ COMMANDS = (
 )  # fmt: skip
 # the commands that read the text after them
 TAKE_TEXT = ("rename", "search", "answer", "key", "agent_token")
-API_KEY_REFUSED = (
-    "ChatMagics.api_key is not a setting, and the value was discarded; give the key with "
-    "%chat --key (a hidden prompt) or the NBCHAT_API_KEY environment variable, set before "
-    "starting Jupyter"
-)
-KEY_PROMPT = "API key (hidden; kept in this kernel's memory only): "
-KEY_NO_STDIN = (
-    "%chat --key asks at a hidden prompt, and this notebook cannot show one (it runs "
-    "without a person, e.g. under nbclient); set NBCHAT_API_KEY in the environment "
-    "before starting Jupyter instead"
-)
 CONTINUE_QUESTION = (
     "Continue your previous answer exactly where it stopped, without repeating any of it."
 )
-# Where these lived before the context and --answer code had modules of their own.
-_MOVED = (ERROR_PROMPT, FIX_QUESTION, FIX_REQUEST, MAX_TRACEBACK_CHARS, NOTEBOOK_TOOLS)
 
 
 @magics_class
-class ChatMagics(Magics):
+class ChatMagics(ChatSettings):
     """The ``%chat`` magic, one per shell; it keeps the session's current thread.
 
     Settings are traits (``%config ChatMagics.model = "llama3.2"``); unset ones
     come from the ``NBCHAT_*`` environment variables, read again when they change.
     """
 
-    model = Unicode(None, allow_none=True, help="Model of new threads.").tag(config=True)
-    base_url = Unicode(None, allow_none=True, help="The endpoint's URL.").tag(config=True)
-    provider = Unicode(None, allow_none=True, help="'openai' or 'ollama'.").tag(config=True)
-    store = Unicode(None, allow_none=True, help="Where threads are kept.").tag(config=True)
-    user = Unicode(None, allow_none=True, help="Whose threads.").tag(config=True)
-    system = Unicode(None, allow_none=True, help="System prompt of new threads.").tag(config=True)
-    live = Bool(
-        None, allow_none=True,
-        help="True: stream answers live; False: render them once, at the end; "
-        "None: live when a person is at the notebook, once under nbclient/nbval.",
-    ).tag(config=True)
-    tools = List(
-        Unicode(),
-        help="Names of variables holding tools the model may call "
-        "(@nbchat.tool functions, ClientTool instances), besides the built-in client tools.",
-    ).tag(config=True)
-    permissions = List(
-        Unicode(), help="Permissions the current user has, for client tools' requirements."
-    ).tag(config=True)
-    api_key = Unicode(
-        None, allow_none=True,
-        help="Refused: give the key with %chat --key, or set the NBCHAT_API_KEY environment "
-        "variable.",
-    ).tag(config=True)
-    panel_area = CaselessStrEnum(
-        ("cell", "side"), "cell",
-        help="Where %chat --panel opens the panel: 'cell', or 'side' (JupyterLab's right "
-        "side area).",
-    ).tag(config=True)
-    prices = Dict(
-        help="Dollars per million input and output tokens by model, for the panel's cost "
-        'estimates: {"gpt-4o-mini": [0.15, 0.6]}; NBCHAT_PRICES when empty.',
-    ).tag(config=True)
-    options = Dict(
-        help="Generation options for this session, e.g. {'max_tokens': 500, 'temperature': "
-        "0.2}; a thread's options and a question's flags win over them.",
-    ).tag(config=True)
-    builtin_tools = Bool(
-        None, allow_none=True,
-        help="Offer the built-in client tools (ask_user, choose, confirm): True, False, or "
-        "None for on except with the local model and NBCHAT_TOOLLESS_MODELS.",
-    ).tag(config=True)
-    max_updates_per_second = Float(
-        10.0, help="At most this many live display updates a second (fewer for long answers)."
-    ).tag(config=True)
-    agent = Bool(
-        False,
-        help="Offer the notebook tools to every question, as --agent does: the model may list "
-        "variables, describe them, read cells and the last error, and run code after your yes.",
-    ).tag(config=True)
-    approval = Unicode(
-        "always",
-        help="When code the model wants to run needs your yes: 'always', 'risky' (all code "
-        "but what the allowlist proves harmless) or 'never-ask'. NBCHAT_MAX_APPROVAL caps it.",
-    ).tag(config=True)
-    instructions = CaselessStrEnum(
-        ("auto", "off"), None, allow_none=True,
-        help="'auto': add the nearest AGENTS.md or .nbchat.md (the notebook's folder or a "
-        "parent up to your home folder, only from folders only you can write) to the system "
-        "prompt; 'off'; None: NBCHAT_INSTRUCTIONS, else off.",
-    ).tag(config=True)
-    context_budget = Int(
-        2000, help="Tokens each @name (or --figure, --fix) description may take at most."
-    ).tag(config=True)
-    budget = Float(
-        None, allow_none=True,
-        help="Dollars a thread may cost (at `prices`) before a question asks first; None: "
-        "NBCHAT_BUDGET. The administrator's NBCHAT_MAX_BUDGET caps it.",
-    ).tag(config=True)
-    kernel_budget = Float(
-        None, allow_none=True,
-        help="Dollars this kernel may spend before a question asks first; None: "
-        "NBCHAT_KERNEL_BUDGET. NBCHAT_MAX_KERNEL_BUDGET caps it.",
-    ).tag(config=True)
-    window = CaselessStrEnum(
-        ("drop", "summarize"), None, allow_none=True,
-        help="When a thread outgrows the model's window: 'drop' its oldest turns from what is "
-        "sent, or 'summarize' them (a summary the model writes once, kept with the thread); "
-        "None: NBCHAT_WINDOW, else drop. A thread's own setting wins.",
-    ).tag(config=True)
-
-    @validate("api_key")
-    def _validate_api_key(self, proposal: Any) -> None:
-        """Refuse a key in %config at once; it is never kept, here or in any config."""
-        if proposal["value"] is not None:
-            print(f"UsageError: {API_KEY_REFUSED}", file=sys.stderr)
-            forget_config_key(self.shell)
-        return None
-
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
         self.thread_id: int | None = None
-        self._chat: Chat | None = None
-        self._chat_key: tuple[Any, ...] | None = None
-        self._agent_chat: tuple[tuple[Any, ...], Chat] | None = None
-        self._agent_tools: tuple[str, list[Any]] | None = None
+        self.chats = SessionChats(self, on_new_store=self._forget_thread)
+        self.panels: weakref.WeakSet[Any] = weakref.WeakSet()  # the panels %chat --panel opened
         self._use_agent = False
-        self._agent_answer_tools: list[Any] | None = None
-        self._session_key: tuple[str, str] | None = None  # (endpoint, key) from --key
-        self._key_version = 0
-        self._panels: weakref.WeakSet[Any] = weakref.WeakSet()  # the panels %chat --panel opened
         self._noted: list[Scrubbed] = []  # while a --preview is built: the scrubs made for it
-
-    @observe("prices")
-    def _observe_prices(self, change: Any) -> None:
-        """Prices given while a panel is open apply to it at once, to answers shown and to come."""
-        for panel in list(getattr(self, "_panels", ())):
-            try:
-                panel.prices = dict(change["new"]) or None
-            except NbchatError as error:
-                panel.show_error(error)
 
     @property
     def chat(self) -> Chat:
@@ -219,95 +95,14 @@ class ChatMagics(Magics):
         While an ``--agent`` question (or an answer to its ``run_code``) runs,
         it is a second Chat that also offers the notebook tools.
         """
-        if self._use_agent:
-            return self._chat_with_notebook_tools()
-        return self._plain_chat()
+        return self.chats.with_notebook_tools() if self._use_agent else self.chats.plain()
 
-    def _chat_with_notebook_tools(self) -> Chat:
-        from ...engine.chat import Chat
+    def side_panel(self) -> Any:
+        """The side panel on this Chat, as ``%chat --panel --side`` opens it (not displayed)."""
+        return session.panel_for(self, side=True)
 
-        base = self._plain_chat()
-        key = (id(base), self.approval, tuple(map(id, self._user_tools())), self._key_version)
-        if self._agent_chat is None or self._agent_chat[0] != key:
-            chat = Chat(
-                model=self.model or None,
-                base_url=self.base_url or None,
-                api_key=self._key_for_endpoint(),
-                provider=self.provider or None,
-                store=base.store,
-                tools=[*self._user_tools(), *self._notebook_tools()],
-                permissions=self.permissions, window=self.window,
-                answering=self._agent_answering(),
-            )
-            chat._llm = base._llm  # one endpoint client (and one fallback notice) for both
-            self._agent_chat = (key, chat)
-        return self._agent_chat[1]
-
-    def _notebook_tools(self) -> list[Any]:
-        """The notebook tools for the current approval policy (made once per policy)."""
-        if self._agent_tools is None or self._agent_tools[0] != self.approval:
-            from ..notebook.tools import notebook_tools, show_run
-
-            tools = notebook_tools(self.shell, approval=self.approval, on_run=show_run)
-            self._agent_tools = (self.approval, tools)
-        return self._agent_tools[1]
-
-    def _agent_answering(self) -> list[Any]:
-        """The tools that answer outside agents' calls in this kernel (never offered)."""
-        if self.shell is None or getattr(self.shell, "kernel", None) is None:
-            return []
-        if self._agent_answer_tools is None:
-            from ..agents._kernel import kernel_answering_tools
-
-            self._agent_answer_tools = kernel_answering_tools(self.shell)
-        return self._agent_answer_tools
-
-    def _plain_chat(self) -> Chat:
-        tools = self._user_tools()
-        options = check_options(self.options, source="ChatMagics.options")
-        key = (self.model, self.base_url, self.provider, self.store, self.user, environment(),
-               tuple(map(id, tools)), tuple(self.permissions), repr(sorted(options.items())),
-               self.builtin_tools, self._key_version, self.window)
-        if self._chat is None or key != self._chat_key:
-            from ...engine.chat import Chat
-
-            old = self._chat
-            self._chat = Chat(
-                model=self.model or None, base_url=self.base_url or None,
-                api_key=self._key_for_endpoint(),
-                provider=self.provider or None, store=self.store or None, user=self.user or None,
-                tools=tools, permissions=self.permissions, options=options,
-                builtin_tools=self.builtin_tools, window=self.window,
-                answering=self._agent_answering(),
-            )
-            self._chat_key = key
-            if old is not None and old.store.location() != self._chat.store.location():
-                self.thread_id = None  # the current thread was another store's or user's
-        return self._chat
-
-    def _endpoint(self) -> str:
-        """The endpoint the settings name (empty when nbchat will find one itself)."""
-        from ...base.config import resolve
-
-        return resolve(base_url=self.base_url or None).base_url
-
-    def _key_for_endpoint(self) -> str | None:
-        """The key given with --key, while the endpoint is still the one it was given for."""
-        if self._session_key is None or self._session_key[0] != self._endpoint():
-            return None
-        return self._session_key[1]
-
-    def _user_tools(self) -> list[Any]:
-        """The objects named by the ``tools`` setting, from the user's namespace."""
-        namespace = self.shell.user_ns if self.shell is not None else {}
-        missing = [name for name in self.tools if name not in namespace]
-        if missing:
-            raise UsageError(
-                f"ChatMagics.tools names {', '.join(map(repr, missing))}, which "
-                f"{'is' if len(missing) == 1 else 'are'} not defined; define the tool first "
-                f"or fix %config ChatMagics.tools"
-            )
-        return [namespace[name] for name in self.tools]
+    def _forget_thread(self) -> None:
+        self.thread_id = None
 
     @chat_arguments
     @line_cell_magic("chat")  # type: ignore[arg-type]  # IPython types its name form as Never
@@ -438,19 +233,7 @@ class ChatMagics(Magics):
 
     def _arity(self, word: str) -> int | None:
         """How many values follow an option word (for splitting options from the question)."""
-        actions = self.chat_magic.parser._option_string_actions
-        option = word.split("=", 1)[0]
-        if "=" in word or (option[:2] != "--" and len(option) > 2):
-            return 0  # --opt=value, -mMODEL
-        if option not in actions:
-            matches = [name for name in actions if name.startswith(option) and name[:2] == "--"]
-            option = matches[0] if len(matches) == 1 else option
-        action = actions.get(option)
-        if action is None or action.nargs == 0:
-            return 0
-        if action.nargs == "?":
-            return None
-        return action.nargs if isinstance(action.nargs, int) else 1
+        return option_arity(self.chat_magic.parser, word)
 
     # -- asking -----------------------------------------------------------------
     def _cmd_ask(self, opts: Any, text: str) -> RenderResult | None:
@@ -633,65 +416,6 @@ class ChatMagics(Magics):
         model = self.chat.store.get(self.thread_id).model
         print(f"Thread {self.thread_id} ({model}) is now current.")
 
-    # -- the endpoint, the panel, MCP ----------------------------------------------
-    def _cmd_mcp(self, opts: Any, text: str) -> None:
-        from ...mcp.tools import overview
-
-        if text:
-            raise UsageError("--mcp before a question names the servers to use, or off: "
-                             "%chat --mcp files QUESTION; alone it lists them")
-        print(markup.for_terminal(overview()))
-
-    def _cmd_key(self, opts: Any, text: str) -> None:
-        """Ask for the endpoint's key at a hidden prompt; keep it in this process only."""
-        import getpass
-
-        from IPython.core.error import StdinNotImplementedError
-
-        from ...base._secrets import redact_url, remember
-
-        if text:  # never echoed: it may be the key itself
-            raise UsageError("--key takes nothing after it: run %chat --key alone and type "
-                             "the key at its hidden prompt, not in the cell (cells are saved)")
-        endpoint = self._endpoint()
-        if not endpoint:
-            raise UsageError("no endpoint is set for the key: set one first, e.g. "
-                             "%env NBCHAT_BASE_URL=https://api.openai.com/v1, then %chat --key")
-        try:
-            key = getpass.getpass(KEY_PROMPT).strip()
-        except StdinNotImplementedError:
-            raise UsageError(KEY_NO_STDIN) from None
-        except EOFError:
-            key = ""
-        if not key:
-            raise UsageError("no key given; nothing changed")
-        remember(key)
-        self._session_key = (endpoint, key)
-        self._key_version += 1
-        print(f"The key for {redact_url(endpoint)} is set in this kernel's memory only; "
-              f"it was not shown and is saved nowhere.")
-
-    def _cmd_models(self, opts: Any, text: str) -> None:
-        from ..cell._views import models_list
-
-        models = self.chat.list_models()
-        body, plain = models_list(models, self.chat.llm.default_model())
-        display(markup.bundle(body, plain), raw=True)
-
-    def _cmd_panel(self, opts: Any, text: str) -> None:
-        try:
-            from ..panel._side import side_panel
-            from ..panel.widget import ChatPanel
-        except ImportError as err:
-            raise UsageError(f"the panel is not available: {err}; pip install nbchat") from err
-        prices = dict(self.prices) or None
-        if opts.side or self.panel_area == "side":
-            panel = side_panel(self.chat, prices=prices)  # in a cell: a one-line note
-        else:
-            panel = ChatPanel(chat=self.chat, prices=prices)
-        self._panels.add(panel)
-        display(panel)
-
 
 Handler = Callable[[ChatMagics, Any, str], "RenderResult | None"]
 
@@ -703,16 +427,16 @@ HANDLERS: dict[str, Handler] = {
     "delete": threads.delete_thread,
     "export": threads.export_thread,
     "search": threads.search_threads,
-    "models": ChatMagics._cmd_models,
-    "panel": ChatMagics._cmd_panel,
+    "models": session.list_models,
+    "panel": session.open_panel,
     "answer": ChatMagics._cmd_answer,
     "retry": ChatMagics._cmd_retry,
     "compact": compact_thread,
     "agents": agents.show_agents,
     "agent_token": agents.mint_token,
     "revoke_agent": agents.revoke_token,
-    "key": ChatMagics._cmd_key,
-    "mcp": ChatMagics._cmd_mcp,
+    "key": session.ask_key,
+    "mcp": session.list_mcp,
     "error": ChatMagics._cmd_error,
     "fix": ChatMagics._cmd_fix,
     "continue": ChatMagics._cmd_continue,
@@ -758,8 +482,7 @@ def load(ipython: Any) -> None:
     if loaded is None:
         loaded = ChatMagics(shell=ipython)
         ipython.register_magics(loaded)
-    magics = weakref.ref(loaded)
-    hand_over(ipython, lambda: magics().chat)  # type: ignore[union-attr]
+    hand_over(ipython, loaded)
     cleanup = ipython.input_transformers_cleanup
     # The auto-load startup file's stand-in hands over to the real transformer.
     name = protect_chat_questions.__name__

@@ -22,6 +22,7 @@ from IPython import get_ipython
 from ...base.errors import NbchatError
 from ...engine._usage import parse_prices
 from ...engine.chat import Chat
+from .._loaded import loaded_in
 from .widget import ChatPanel
 
 __all__ = ["open_from_lab", "side_area_unavailable", "side_panel"]
@@ -131,21 +132,11 @@ def open_from_lab(path: str = "") -> None:
         raise NbchatError(f"the chat panel cannot open: {reason}")
     if path:
         _NOTEBOOK = path
-    magics = _chat_magics()
-    if magics is None:
+    loaded = loaded_in(get_ipython())
+    if loaded is None:
         side_panel()
-        return
-    panel = side_panel(magics.chat, prices=dict(magics.prices) or None)
-    magics._panels.add(panel)  # as %chat --panel: it follows the magics' prices
-
-
-def _chat_magics() -> Any:
-    """The kernel's loaded ``%chat`` magics, or None (never loads them)."""
-    module = sys.modules.get(f"{__package__}.magics")
-    registry = getattr(getattr(get_ipython(), "magics_manager", None), "registry", {})
-    if module is None:
-        return None
-    return next((m for m in registry.values() if isinstance(m, module.ChatMagics)), None)
+    else:
+        loaded.side_panel()
 
 
 def _title() -> str:
