@@ -97,3 +97,11 @@ def test_requests_under_way_when_the_server_dies_all_follow_the_new_one() -> Non
         thread.join(60)
     assert answers == ["2 + 2 = 4."] * 4
     assert client.settings.base_url == demo_server().url
+
+
+def test_every_fallback_is_one_entry_of_one_table_and_only_the_demo_is_asked_for_by_name():
+    assert discovery.DISCOVERED == ("ollama", "local", "demo")
+    assert [f.name for f in discovery.FALLBACKS] == [None, None, "demo"]
+    for fallback in discovery.FALLBACKS:  # each note names where the answer comes from
+        note = fallback.note.format(url="http://127.0.0.1:1", model="m")
+        assert note.startswith("no endpoint configured, so ")

@@ -15,7 +15,7 @@ from nbchat.base.config import (
 )
 from nbchat.base.errors import ModelNotAllowed
 from nbchat.base.policy import Policy
-from nbchat.llm.discovery import _local_server
+from nbchat.llm.discovery import _local as _local_server
 from nbchat.testing import Reply, ScriptedServer
 
 
