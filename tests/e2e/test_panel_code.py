@@ -8,6 +8,9 @@ extension switched off) the loader asks the kernel, and the panel works the same
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import httpx
 import pytest
 from playwright.sync_api import Page
@@ -25,6 +28,23 @@ os.environ.update(NBCHAT_BASE_URL={url!r}, NBCHAT_MODEL="scripted-small", NBCHAT
 %load_ext nbchat
 """
 ANSWER = "Use <b>pandas</b> & read_csv."
+
+
+def test_the_panels_script_is_its_parts_joined_into_one_module():
+    folder = Path(_panel_assets.__file__).parent / "js"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(_panel_assets.PARTS)
+    assert len(set(_panel_assets.PARTS)) == len(_panel_assets.PARTS)
+    assert list(_panel_assets.PARTS) == sorted(_panel_assets.PARTS)  # the names give the order
+    code = _panel_assets.code()
+    assert len(re.findall(r"\bexport\s+default\b", code)) == 1
+    # The parts share the module's scope: no import or export of their own, but the last's.
+    statement = re.compile(r"^\s*(?:import|export)\b.*$", re.M)
+    for name in _panel_assets.PARTS:
+        text = (folder / name).read_text(encoding="utf-8")
+        found = [line.strip() for line in statement.findall(text)]
+        last = name == _panel_assets.PARTS[-1]
+        assert found == (["export default { render };"] if last else []), name
+        assert f"// -- js/{name}\n{text}" in code
 
 
 def ask_in_the_panel(page: Page, lab: JupyterLab, server, store) -> None:

@@ -15,11 +15,28 @@ from ...base import markup
 
 _HERE = Path(__file__).parent
 
+# The panel's script, in the order its parts are joined into one ES module. They
+# share the module's scope: none imports or exports, except the last, whose
+# ``export default { render }`` is the module's.
+PARTS = (
+    "00-dom.js",
+    "10-emoji.js",
+    "20-messages.js",
+    "30-side.js",
+    "40-build.js",
+    "50-draw.js",
+    "60-prompts.js",
+    "70-input.js",
+    "90-render.js",
+)
+
 
 @functools.lru_cache(maxsize=1)
 def code() -> str:
-    """The panel's ES module."""
-    return (_HERE / "_panel.js").read_text(encoding="utf-8")
+    """The panel's ES module: the parts in ``js/``, each under a line that names it."""
+    return "\n".join(
+        f"// -- js/{name}\n" + (_HERE / "js" / name).read_text(encoding="utf-8") for name in PARTS
+    )
 
 
 @functools.lru_cache(maxsize=1)

@@ -23,7 +23,7 @@ PLACEHOLDER = "Ask something… (@name attaches a variable)"
 
 
 class PanelState(anywidget.AnyWidget):
-    """The synced traits of the chat panel; the page's state, drawn by ``_panel.js``."""
+    """The synced traits of the chat panel; the page's state, drawn by the script in ``js/``."""
 
     _esm = _panel_assets.loader()  # the code itself comes from the server, else on request
 
@@ -67,7 +67,7 @@ class PanelState(anywidget.AnyWidget):
     attachable = Bool(False, help="Whether there is a notebook to attach variables from.").tag(
         sync=True
     )
-    # Typed text arrives as messages (see _panel.js); echoing it back would
+    # Typed text arrives as messages (see js/70-input.js); echoing it back would
     # overwrite what was typed since.
     value = Unicode("", help="The text in the input.").tag(sync=True, echo_update=False)
     placeholder = Unicode(PLACEHOLDER, help="Shown while the input is empty.").tag(sync=True)

@@ -4,9 +4,10 @@
 same store the magics use: a header with the thread's title and a thread
 switcher, the conversation as messages, and an input with the model picker
 and the context chips, and a Preview of the request a question would send.
-Its front end is ``_panel.js`` and ``_panel.css``
-beside this module; its state is in traits, and the browser sends intents
-(``submit``, ``stop``, ``select``, ``rename``, …) as custom messages. Only
+Its front end is the script in ``js/`` (its parts joined into one module by
+``_assets``) and ``_panel.css`` beside this module; its state is in traits, and
+the browser sends intents (``submit``, ``stop``, ``select``, ``rename``, …) as
+custom messages. Only
 HTML made by :mod:`nbchat.base.markup` in Python reaches the page as HTML; every
 other text (questions, titles, model names, usage) is set with
 ``textContent``. :func:`show_tool_prompts` (in :mod:`nbchat.jupyter.cell.prompts`) is
