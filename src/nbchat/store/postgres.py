@@ -17,8 +17,8 @@ even with hand-written SQL; see docs/teams/postgresql.md.
 The schema is created and migrated by :mod:`nbchat.store._pg` the first time a
 process opens the database; :mod:`nbchat.store._pgrows` turns rows into records
 and changes into columns. Each method keeps its SQL statement beside the
-parameters it binds, so that one reads with the other; that is most of why
-this module is a little past 500 lines.
+parameters it binds, so that one reads with the other; the statements that
+write a thread's rows inside a transaction are in :mod:`nbchat.store._pgwrites`.
 
 Measured by ``benchmarks/store_backends.py`` on a busy 2-core machine with
 1,000 threads x 100 turns, PostgreSQL 15 on loopback with fsync on (two runs):
@@ -44,7 +44,6 @@ from ..base.errors import (
     ConfigError,
     InputError,
     StoreCorrupt,
-    ThreadNotFound,
 )
 from ..base.records import AnsweredCall, RecordError
 from ._pg import (
@@ -59,7 +58,8 @@ from ._pg import (
     redact,
     writer_key,
 )
-from ._pgrows import TURN_COLUMNS, encode_changes, search_match, turn_from_row
+from ._pgrows import TURN_COLUMNS, search_match, turn_from_row
+from ._pgwrites import add_turn, lock_turn, not_found, thread_row, update_header, write_turn
 from .base import (
     _UNSET,
     SPENDING_DAYS,
@@ -217,7 +217,7 @@ class PostgresStore:
         """(query, answer) of each turn of a thread, oldest first."""
         tid = self._check_id(thread_id)
         with self._db.connection(self._timeout) as conn, conn.transaction():
-            self._thread_row(conn, tid, "id")
+            thread_row(conn, self.user, tid, "id")
             rows = conn.execute(
                 "SELECT query, answer FROM nbchat_turns WHERE owner = %s AND thread_id = %s "
                 "ORDER BY idx",
@@ -229,8 +229,8 @@ class PostgresStore:
         """The whole thread; a turn whose writer died while streaming reads as interrupted."""
         tid = self._check_id(thread_id)
         with self._db.connection(self._timeout) as conn, conn.transaction():
-            header = self._thread_row(
-                conn, tid, "title, model, system, settings::text, created, updated"
+            header = thread_row(
+                conn, self.user, tid, "title, model, system, settings::text, created, updated"
             )
             rows = conn.execute(
                 f"SELECT {TURN_COLUMNS} FROM nbchat_turns "
@@ -253,7 +253,8 @@ class PostgresStore:
         only a thread that has no title yet. Whether the title changed."""
         tid = self._check_id(thread_id)
         changes = {"title": enc_text(_check_title(title))}
-        return self._update_header(tid, changes, only_untitled=if_untitled)
+        return update_header(self._db, self._timeout, self.user, tid, changes,
+                             only_untitled=if_untitled)  # fmt: skip
 
     def update_thread(
         self,
@@ -274,7 +275,7 @@ class PostgresStore:
         if settings is not None:
             changes["settings"] = enc_json(_check_json(settings, "settings", dict))
         if changes:
-            self._update_header(tid, changes)
+            update_header(self._db, self._timeout, self.user, tid, changes)
 
     def delete_thread(self, thread_id: int) -> None:
         """Delete a thread and its turns for good; its id is never given out again."""
@@ -284,7 +285,7 @@ class PostgresStore:
                 "DELETE FROM nbchat_threads WHERE owner = %s AND id = %s", [self.user, tid]
             )
             if cursor.rowcount == 0:
-                raise self._not_found(tid)
+                raise not_found(self.user, tid)
 
     def search(self, text: str) -> list[SearchHit]:
         """Turns whose query or answer has every word of *text* (as a word or its start).
@@ -321,7 +322,8 @@ class PostgresStore:
         query = _check_query(query)
         answer = _check_type(answer, "answer", str)
         new_title = None if title is None else enc_text(_check_title(title))
-        return self._add_turn(tid, query, answer, "complete", None, new_title, None)
+        return add_turn(self._db, self._timeout, self.user, tid, query, answer, "complete",
+                        None, new_title, None)  # fmt: skip
 
     def start_turn(
         self,
@@ -338,7 +340,8 @@ class PostgresStore:
         model = None if model is None else _check_model(model)
         items = [ContextItem.from_dict(item).to_dict() for item in context]
         writer = writer_key(self._db)
-        return self._add_turn(tid, query, "", "streaming", model, None, writer, items)
+        return add_turn(self._db, self._timeout, self.user, tid, query, "", "streaming",
+                        model, None, writer, items)  # fmt: skip
 
     def update_turn(self, thread_id: int, turn: int, **changes: Any) -> Turn:
         """Change some fields of a turn and return it as saved.
@@ -352,9 +355,9 @@ class PostgresStore:
         checked = {name: _check_turn_field(name, value) for name, value in changes.items()}
         writer = None if checked.get("status", "streaming") != "streaming" else self._writer()
         with self._db.connection(self._timeout) as conn, conn.transaction():
-            row = self._lock_turn(conn, tid, index)
+            row = lock_turn(conn, self.user, tid, index)
             if checked:
-                row = self._write_turn(conn, tid, index, checked, row[4], writer)
+                row = write_turn(conn, self.user, tid, index, checked, row[4], writer)
                 live = {writer} if writer is not None else set()
             else:
                 live = live_writers(conn) if row[4] == "streaming" else set()
@@ -383,10 +386,10 @@ class PostgresStore:
         output = _check_type(output, "output", str)
         writer = self._writer()
         with self._db.connection(self._timeout) as conn, conn.transaction():
-            current = self._turn(tid, self._lock_turn(conn, tid, index), set())
+            current = self._turn(tid, lock_turn(conn, self.user, tid, index), set())
             changes = _claim_changes(current, tid, call_id, output, answer)
             checked = {name: _check_turn_field(name, value) for name, value in changes.items()}
-            row = self._write_turn(conn, tid, index, checked, current.status, writer)
+            row = write_turn(conn, self.user, tid, index, checked, current.status, writer)
         return self._turn(tid, row, {writer})
 
     def kernel_spent(self, kernel: str) -> float:
@@ -422,115 +425,6 @@ class PostgresStore:
     def _writer(self) -> int:
         return writer_key(self._db)
 
-    def _add_turn(
-        self,
-        tid: int,
-        query: str,
-        answer: str,
-        status: str,
-        model: str | None,
-        title: str | None,
-        writer: int | None,
-        context: list[dict[str, Any]] | None = None,
-    ) -> int:
-        now = time.time()
-        with self._db.connection(self._timeout) as conn:
-            row = conn.execute(
-                """
-                WITH thread AS (
-                    UPDATE nbchat_threads SET turns = turns + 1, updated = %(now)s,
-                        title = COALESCE(%(title)s, title)
-                    WHERE owner = %(user)s AND id = %(tid)s
-                    RETURNING turns - 1 AS idx, model
-                )
-                INSERT INTO nbchat_turns (owner, thread_id, idx, query, answer, messages,
-                    status, pending, answered, model, started, finished, writer, context)
-                SELECT %(user)s, %(tid)s, idx, %(query)s, %(answer)s, '[]', %(status)s, '[]',
-                    '[]', COALESCE(%(model)s, model), %(now)s, %(finished)s, %(writer)s,
-                    %(context)s::jsonb
-                FROM thread
-                RETURNING idx
-                """,
-                {
-                    "now": now, "title": title, "user": self.user, "tid": tid,
-                    "query": enc_text(query), "answer": enc_text(answer), "status": status,
-                    "model": None if model is None else enc_text(model), "writer": writer,
-                    "finished": now if status == "complete" else None,
-                    "context": enc_json(context or []),
-                },
-            ).fetchone()  # fmt: skip
-        if row is None:
-            raise self._not_found(tid)
-        return int(row[0])
-
-    def _thread_row(self, conn: Any, tid: int, columns: str) -> tuple[Any, ...]:
-        row = conn.execute(
-            f"SELECT {columns} FROM nbchat_threads WHERE owner = %s AND id = %s",
-            [self.user, tid],
-        ).fetchone()
-        if row is None:
-            raise self._not_found(tid)
-        return tuple(row)
-
-    def _update_header(
-        self, tid: int, changes: dict[str, Any], *, only_untitled: bool = False
-    ) -> bool:
-        sets = ", ".join(
-            f"{name} = %({name})s::jsonb" if name == "settings" else f"{name} = %({name})s"
-            for name in changes
-        )
-        # A generated title is no activity: the thread keeps its place in lists.
-        untitled = " AND title = ''" if only_untitled else ""
-        touch = "" if only_untitled else ", updated = %(now)s"
-        with self._db.connection(self._timeout) as conn:
-            cursor = conn.execute(
-                f"UPDATE nbchat_threads SET {sets}{touch} "
-                f"WHERE owner = %(user)s AND id = %(tid)s{untitled}",
-                {**changes, "now": time.time(), "user": self.user, "tid": tid},
-            )
-            if cursor.rowcount == 0:
-                self._thread_row(conn, tid, "id")  # raises ThreadNotFound if it is gone
-                return False
-        return True
-
-    def _lock_turn(self, conn: Any, tid: int, index: int) -> tuple[Any, ...]:
-        """The turn's row, locked until the transaction ends (the thread's row too)."""
-        (count,) = self._thread_row(conn, tid, "turns")
-        row = conn.execute(
-            f"SELECT {TURN_COLUMNS} FROM nbchat_turns "
-            "WHERE owner = %s AND thread_id = %s AND idx = %s FOR UPDATE",
-            [self.user, tid, index],
-        ).fetchone()
-        if row is None:
-            have = f"its turns are 0 to {count - 1}" if count else "it has no turns yet"
-            raise InputError(f"thread {tid} has no turn {index}; {have}")
-        return tuple(row)
-
-    def _write_turn(
-        self,
-        conn: Any,
-        tid: int,
-        index: int,
-        changes: dict[str, Any],
-        status: str,
-        writer: int | None,
-    ) -> tuple[Any, ...]:
-        sets, values = encode_changes(changes)
-        streaming = changes.get("status", status) == "streaming"
-        now = time.time()
-        row = conn.execute(
-            f"UPDATE nbchat_turns SET {sets}, writer = %(writer_)s "
-            "WHERE owner = %(user_)s AND thread_id = %(tid_)s AND idx = %(idx_)s "
-            f"RETURNING {TURN_COLUMNS}",
-            {**values, "writer_": writer if streaming else None, "user_": self.user,
-             "tid_": tid, "idx_": index},
-        ).fetchone()  # fmt: skip
-        conn.execute(
-            "UPDATE nbchat_threads SET updated = %s WHERE owner = %s AND id = %s",
-            [now, self.user, tid],
-        )
-        return tuple(row)
-
     def _turn(self, tid: int, row: tuple[Any, ...], live: set[int]) -> Turn:
         try:
             return turn_from_row(tid, row, live)
@@ -552,14 +446,6 @@ class PostgresStore:
             path=where,
         )
 
-    def _not_found(self, thread_id: object) -> ThreadNotFound:
-        return ThreadNotFound(
-            f"invalid thread id {thread_id} for user {self.user!r}; "
-            f"see your threads with %chat --list",
-            thread_id=thread_id,
-            user=self.user,
-        )
-
     def _check_id(self, thread_id: object) -> int:
         if isinstance(thread_id, bool) or not isinstance(thread_id, Integral):
             raise InputError(
@@ -567,5 +453,5 @@ class PostgresStore:
                 f"see your threads with %chat --list"
             )
         if not 1 <= int(thread_id) < 2**63:
-            raise self._not_found(thread_id)
+            raise not_found(self.user, thread_id)
         return int(thread_id)
