@@ -26,8 +26,15 @@ from typing import Any
 
 from ..base._secrets import REDACTED, known_secrets, scrub
 from ._callables import doc_of, names_of, signature_text
-from ._images import _figure_of
-from ._trust import HEAD_ROWS, MAX_COLUMNS, SAMPLE_ROWS, SHOWN_ITEMS, module_of, type_name
+from ._trust import (
+    HEAD_ROWS,
+    MAX_COLUMNS,
+    SAMPLE_ROWS,
+    SHOWN_ITEMS,
+    figure_of,
+    module_of,
+    type_name,
+)
 
 
 class _ScrubbingRepr(reprlib.Repr):
@@ -300,11 +307,11 @@ def _ndarray(array: Any) -> Described:
 
 # -- matplotlib ---------------------------------------------------------------------
 def _is_figure(obj: object) -> bool:
-    return _figure_of(obj) is not None
+    return figure_of(obj) is not None
 
 
 def _figure(obj: Any) -> Described:
-    figure = _figure_of(obj)
+    figure = figure_of(obj)
     width, height = figure.get_size_inches() * figure.dpi
     axes = figure.get_axes()
     kind = f"Figure {len(axes)} axes"

@@ -13,13 +13,11 @@ from __future__ import annotations
 import base64
 import io
 import struct
-import sys
-import types
 from typing import Any
 
 from ..base.content import ContextImage
 from ..base.errors import InputError
-from ._trust import module_of
+from ._trust import figure_of, module_of
 
 MAX_SIDE = 1024
 _MAX_RAW_BYTES = 4 * 1024 * 1024
@@ -49,7 +47,7 @@ def image_of(obj: object, max_side: int = MAX_SIDE) -> ContextImage:
 
 def _kind(obj: object) -> str | None:
     module = module_of(type(obj))
-    if module.startswith("matplotlib.") and _figure_of(obj) is not None:
+    if module.startswith("matplotlib.") and figure_of(obj) is not None:
         return "figure"
     if module.startswith("PIL.") and hasattr(obj, "thumbnail") and hasattr(obj, "save"):
         return "pil"
@@ -67,22 +65,9 @@ def _bytes_of(obj: object) -> Any:
     return bytes(data) if isinstance(data, (bytes, bytearray)) else None
 
 
-def _figure_of(obj: object) -> Any:
-    """The Figure of a Figure, or of an Axes (``ax.figure``); else None."""
-    figure_module = sys.modules.get("matplotlib.figure")
-    if figure_module is None:
-        return None
-    figure_class = figure_module.Figure
-    if issubclass(type(obj), figure_class):
-        return obj
-    if issubclass(type(obj), (type, types.ModuleType)):  # no figure; asking runs their code
-        return None
-    parent = getattr(obj, "figure", None)
-    return parent if issubclass(type(parent), figure_class) else None
-
 
 def _figure_png(obj: object, max_side: int) -> ContextImage:
-    figure = _figure_of(obj)
+    figure = figure_of(obj)
     width_in, height_in = figure.get_size_inches()
     dpi = min(float(figure.dpi), max_side / max(width_in, height_in, 1e-6))
     buffer = io.BytesIO()

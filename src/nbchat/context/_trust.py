@@ -76,6 +76,20 @@ def module_of(cls: type) -> str:
     return module if type(module) is str else "?"
 
 
+def figure_of(obj: object) -> Any:
+    """The Figure of a Figure, or of an Axes (``ax.figure``); else None."""
+    figure_module = sys.modules.get("matplotlib.figure")
+    if figure_module is None:
+        return None
+    figure_class = figure_module.Figure
+    if issubclass(type(obj), figure_class):
+        return obj
+    if issubclass(type(obj), (type, types.ModuleType)):  # no figure; asking runs their code
+        return None
+    parent = getattr(obj, "figure", None)
+    return parent if issubclass(type(parent), figure_class) else None
+
+
 def qualified(cls: type) -> str:
     """``module.qualname`` of ``cls``, read past any metaclass."""
     qualname = _QUALNAME.__get__(cls)
@@ -422,9 +436,7 @@ def _polars(walk: _Walk, value: Any, depth: int) -> str | None:
 
 def _figure(walk: _Walk, value: Any, depth: int) -> str | None:
     """A figure's axes and artists: the describer asks them for titles and labels."""
-    from ._images import _figure_of
-
-    figure = _figure_of(value)
+    figure = figure_of(value)
     if figure is None:
         return None
     parts: list[object] = [figure]
