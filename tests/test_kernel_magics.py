@@ -580,3 +580,15 @@ def test_the_startup_file_names_the_opt_out_variable_of_config() -> None:
     source = (ROOT / "jupyter-config/ipython-startup/90-nbchat.py").read_text()
     assert f'os.environ.get("{ENV_NO_AUTOLOAD}"' in source
     assert os.path.exists(ROOT / "jupyter-config/ipython-startup/90-nbchat.py")
+
+
+def test_a_first_plain_question_imports_what_it_needs_and_not_the_agents_or_notebook_tools(env):
+    unneeded = ("nbchat.agents", "nbchat.jupyter.agents", "nbchat.jupyter.notebook",
+                "nbchat.jupyter.panel", "ipywidgets", "nbchat.store.postgres")
+    with Kernel(env) as kernel:  # a fresh kernel: nbchat loads on its first %chat
+        kernel.ok("%chat What is 2+2?")
+        loaded = kernel.ok(
+            "import sys\n"
+            f"print(sorted(m for m in sys.modules if m.startswith({unneeded!r})))"
+        ).stdout
+    assert loaded == "[]\n"

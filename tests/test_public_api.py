@@ -32,6 +32,21 @@ def test_the_root_and_the_scripted_server_import_no_jupyter_front_end():
     assert done.stdout == "[]\n"
 
 
+def test_import_nbchat_imports_only_the_errors_and_a_name_imports_its_module():
+    code = (
+        "import sys, nbchat\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('nbchat', 'httpx', 'tinydb'))))\n"
+        "from nbchat import Chat\n"
+        "print(Chat.__module__, 'nbchat.engine.chat' in sys.modules, 'Chat' in vars(nbchat))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    first, then = done.stdout.splitlines()
+    assert first == str(["nbchat", "nbchat.base", "nbchat.base.errors"])
+    assert then == "nbchat.engine.chat True True"  # imported once, then an attribute as before
+    assert sorted(set(dir(nbchat)) & set(nbchat.__all__)) == sorted(nbchat.__all__)
+
+
 def test_the_old_flat_module_paths_are_gone():
     code = (
         "import importlib, nbchat\n"

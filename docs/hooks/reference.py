@@ -36,9 +36,12 @@ def magic_options() -> set[str]:
 def settings() -> set[str]:
     """``ChatMagics.<trait>`` for every trait ``%config`` sets, and every variable read."""
     from nbchat.base import config
+    from IPython.core.magic import Magics
+
     from nbchat.jupyter.magic.magics import ChatMagics
 
-    traits = {f"ChatMagics.{name}" for name in ChatMagics.class_own_traits(config=True)}
+    own = set(ChatMagics.class_traits(config=True)) - set(Magics.class_traits(config=True))
+    traits = {f"ChatMagics.{name}" for name in own}
     constants = {value for name, value in vars(config).items()
                  if name.startswith("ENV_") and isinstance(value, str)}
     in_source = {name for path in (ROOT / "src" / "nbchat").rglob("*.py")

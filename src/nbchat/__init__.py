@@ -3,12 +3,15 @@
 ``%chat`` / ``%%chat`` magics and a widget panel in notebooks; :class:`Chat`
 (threads kept per user), :class:`LLM` and :class:`ChatHistory` in any Python
 script. ``import nbchat`` never imports IPython or ipywidgets: the Jupyter
-layer loads only through the functions at the bottom of this module.
+layer loads only through the functions at the bottom of this module. It
+imports only the errors; every other public name is imported the first time
+it is used (``nbchat.Chat``, ``from nbchat import Chat``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from .base.errors import (
     AgentRefused,
@@ -47,17 +50,20 @@ from .base.errors import (
     ToolRequirementsNotMet,
     TurnInterrupted,
 )
-from .base.records import AnsweredCall, PendingCall, Prompt
-from .context import ContextItem, describe
-from .context.run_code import RunCode
-from .engine._compaction import Summary
-from .engine._preview import Preview, PreviewPart
-from .engine.chat import LLM, Answer, AnswerText, Chat
-from .engine.history import ChatHistory, Message
-from .store._open import open_store
-from .store.base import SearchHit, Store
-from .store.tinydb import ThreadStore
-from .tools import AskUser, Choose, ClientTool, Confirm, Requirement, ToolContext, tool
+
+if TYPE_CHECKING:
+    from .base.records import AnsweredCall, PendingCall, Prompt
+    from .context import ContextItem, describe
+    from .context.run_code import RunCode
+    from .engine._compaction import Summary
+    from .engine._preview import Preview, PreviewPart
+    from .engine.chat import LLM, Answer, AnswerText, Chat
+    from .engine.history import ChatHistory, Message
+    from .store._open import open_store
+    from .store.base import SearchHit, Store
+    from .store.postgres import PostgresStore
+    from .store.tinydb import ThreadStore
+    from .tools import AskUser, Choose, ClientTool, Confirm, Requirement, ToolContext, tool
 
 __version__ = "0.1.0"
 
@@ -131,13 +137,49 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # PostgresStore imports psycopg (~0.1 s): only when asked for.
-    if name == "PostgresStore":
-        from .store.postgres import PostgresStore
+_LAZY = {  # each public name but the errors, and the module that defines it
+    "AnsweredCall": ".base.records",
+    "PendingCall": ".base.records",
+    "Prompt": ".base.records",
+    "ContextItem": ".context",
+    "describe": ".context",
+    "RunCode": ".context.run_code",
+    "Summary": ".engine._compaction",
+    "Preview": ".engine._preview",
+    "PreviewPart": ".engine._preview",
+    "LLM": ".engine.chat",
+    "Answer": ".engine.chat",
+    "AnswerText": ".engine.chat",
+    "Chat": ".engine.chat",
+    "ChatHistory": ".engine.history",
+    "Message": ".engine.history",
+    "open_store": ".store._open",
+    "SearchHit": ".store.base",
+    "Store": ".store.base",
+    "ThreadStore": ".store.tinydb",
+    "AskUser": ".tools",
+    "Choose": ".tools",
+    "ClientTool": ".tools",
+    "Confirm": ".tools",
+    "Requirement": ".tools",
+    "ToolContext": ".tools",
+    "tool": ".tools",
+    "PostgresStore": ".store.postgres",
+}
 
-        return PostgresStore
-    raise AttributeError(f"module 'nbchat' has no attribute {name!r}")
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported when first asked for: ``import nbchat`` stays cheap."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nbchat' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 def load_ipython_extension(ipython: Any) -> None:

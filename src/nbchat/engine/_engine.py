@@ -57,7 +57,7 @@ class _Engine:
         mcp: Selection = None,
         budget: float | None = None,
         kernel_budget: float | None = None,
-        answering: Iterable[Any] = (),
+        answering: Iterable[Any] | Callable[[], Iterable[Any]] = (),
     ) -> None:
         self._explicit = dict(
             base_url=base_url,
@@ -71,8 +71,10 @@ class _Engine:
         remember(self.settings.api_key)  # kept out of what the notebook tools send from now on
         self.user_tools = list(tools)
         self.toolbox = Toolbox([*BUILTIN_CLIENT_TOOLS, *self.user_tools])
-        # Client tools that answer stored calls (an outside agent's) but are never offered.
-        self.answering = Toolbox(answering)
+        # Client tools that answer stored calls (an outside agent's) but are never offered,
+        # made when a call first needs one.
+        self._answering_from = answering
+        self._answering: Toolbox | None = None
         self.builtin_tools = builtin_tools
         self.options: Options = check_options(options)
         self.permissions = frozenset(permissions)
@@ -83,6 +85,14 @@ class _Engine:
         self.budget = budget  # dollars a thread may cost before a question asks; None: env
         self.kernel_budget = kernel_budget  # dollars this process may spend before that
         self._llm: LLMClient | None = None
+
+    @property
+    def answering(self) -> Toolbox:
+        """The tools that answer stored calls but are never offered (made on first use)."""
+        if self._answering is None:
+            source = self._answering_from
+            self._answering = Toolbox(source() if callable(source) else source)
+        return self._answering
 
     @property
     def llm(self) -> LLMClient:

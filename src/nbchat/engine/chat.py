@@ -20,7 +20,7 @@ Four.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ..base.errors import InputError
@@ -105,7 +105,8 @@ class Chat(_Asking):
         otherwise. Costs come from ``prices`` (``NBCHAT_PRICES``).
     answering
         Client tools that answer calls already waiting in the store (an outside
-        agent's, say) and are never offered to the model.
+        agent's, say) and are never offered to the model; or a function that
+        gives them, called when a waiting call first needs one.
     window
         ``"drop"`` (the default) leaves a long thread's oldest turns out of what
         is sent; ``"summarize"`` sends a summary of them instead (see
@@ -130,7 +131,7 @@ class Chat(_Asking):
         budget: float | None = None,
         kernel_budget: float | None = None,
         window: str | None = None,
-        answering: Iterable[Any] = (),
+        answering: Iterable[Any] | Callable[[], Iterable[Any]] = (),
     ) -> None:
         given = None if store is None or isinstance(store, str | os.PathLike) else store
         super().__init__(

@@ -56,7 +56,7 @@ class SessionChats:
                 provider=s.provider or None, store=s.store or None, user=s.user or None,
                 tools=tools, permissions=s.permissions, options=options,
                 builtin_tools=s.builtin_tools, window=s.window,
-                answering=self._agent_answering(),
+                answering=self._agent_answering,
             )
             self._current_key = key
             if old is not None and old.store.location() != self.current.store.location():
@@ -75,7 +75,7 @@ class SessionChats:
                 model=s.model or None, base_url=s.base_url or None,
                 api_key=self.key_for_endpoint(), provider=s.provider or None,
                 store=base.store, tools=[*self.user_tools(), *self._notebook_tools()],
-                permissions=s.permissions, window=s.window, answering=self._agent_answering(),
+                permissions=s.permissions, window=s.window, answering=self._agent_answering,
             )
             chat._llm = base._llm  # one endpoint client (and one fallback notice) for both
             self._agent = (key, chat)

@@ -43,11 +43,11 @@ def context_budget(opts: Any, default: int) -> int:
 
 def attached_context(shell: Any, question: str, opts: Any, default_budget: int) -> list[Any]:
     """The objects the question mentions with ``@name``, and the last figure (--figure)."""
+    if shell is None or ("@" not in question and not opts.figure):
+        return []  # nothing mentioned: the notebook's tools are not even imported
     from ...context import describe
     from ..notebook.tools import Notebook
 
-    if shell is None:
-        return []
     budget = context_budget(opts, default_budget)
     notebook = Notebook(shell)
     attached = notebook.attach(question, budget)

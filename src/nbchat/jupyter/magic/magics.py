@@ -33,7 +33,6 @@ from ...base._secrets import Scrubbed, noting_scrubs
 from ...base.errors import NbchatError, OverBudget
 from ...context._interpolate import resolve
 from .._loaded import hand_over
-from ..agents import _commands as agents
 from ..cell.render import Mode, RenderResult, TurnRenderer, detect_mode, execution_marker
 from . import _context as _magic_context
 from . import _session_commands as session
@@ -419,6 +418,17 @@ class ChatMagics(ChatSettings):
 
 Handler = Callable[[ChatMagics, Any, str], "RenderResult | None"]
 
+
+def _agents(name: str) -> Handler:
+    """The outside agents' command ``name``, imported when it is first used (not by a question)."""
+
+    def handler(magics: ChatMagics, opts: Any, text: str) -> RenderResult | None:
+        from ..agents import _commands
+
+        return getattr(_commands, name)(magics, opts, text)
+
+    return handler
+
 HANDLERS: dict[str, Handler] = {
     "list": threads.list_threads,
     "show": threads.show_thread,
@@ -432,9 +442,9 @@ HANDLERS: dict[str, Handler] = {
     "answer": ChatMagics._cmd_answer,
     "retry": ChatMagics._cmd_retry,
     "compact": compact_thread,
-    "agents": agents.show_agents,
-    "agent_token": agents.mint_token,
-    "revoke_agent": agents.revoke_token,
+    "agents": _agents("show_agents"),
+    "agent_token": _agents("mint_token"),
+    "revoke_agent": _agents("revoke_token"),
     "key": session.ask_key,
     "mcp": session.list_mcp,
     "error": ChatMagics._cmd_error,
