@@ -10,11 +10,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..base.errors import InputError, ThreadNotFound
+from ..base.errors import InputError
 from ._pg import Database, enc_json, enc_text
 from ._pgrows import TURN_COLUMNS, encode_changes
+from .base import _not_found
 
-__all__ = ["add_turn", "lock_turn", "not_found", "thread_row", "update_header", "write_turn"]
+__all__ = ["add_turn", "lock_turn", "thread_row", "update_header", "write_turn"]
 
 
 def add_turn(
@@ -57,7 +58,7 @@ def add_turn(
             },
         ).fetchone()  # fmt: skip
     if row is None:
-        raise not_found(user, tid)
+        raise _not_found(user, tid)
     return int(row[0])
 
 def thread_row(conn: Any, user: str, tid: int, columns: str) -> tuple[Any, ...]:
@@ -66,7 +67,7 @@ def thread_row(conn: Any, user: str, tid: int, columns: str) -> tuple[Any, ...]:
         [user, tid],
     ).fetchone()
     if row is None:
-        raise not_found(user, tid)
+        raise _not_found(user, tid)
     return tuple(row)
 
 def update_header(
@@ -129,10 +130,3 @@ def write_turn(
     )
     return tuple(row)
 
-def not_found(user: str, thread_id: object) -> ThreadNotFound:
-    return ThreadNotFound(
-        f"invalid thread id {thread_id} for user {user!r}; "
-        f"see your threads with %chat --list",
-        thread_id=thread_id,
-        user=user,
-    )

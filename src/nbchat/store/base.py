@@ -18,7 +18,7 @@ from numbers import Integral, Real
 from typing import Any, Protocol, TypeVar
 
 from ..base.content import ContextItem
-from ..base.errors import AlreadyAnswered, InputError, NoPendingCall
+from ..base.errors import AlreadyAnswered, InputError, NoPendingCall, ThreadNotFound
 from ..base.records import AnsweredCall, PendingCall, RecordError
 
 SCHEMA = 1
@@ -182,6 +182,26 @@ class Store(Protocol):
     def add_kernel_spent(self, kernel: str, amount: float) -> float: ...
     def stamp(self, thread_id: int) -> object: ...
     def change_stamp(self) -> object: ...
+
+
+def _not_found(user: str, thread_id: object) -> ThreadNotFound:
+    return ThreadNotFound(
+        f"invalid thread id {thread_id} for user {user!r}; see your threads with %chat --list",
+        thread_id=thread_id,
+        user=user,
+    )
+
+
+def _check_id(thread_id: object, user: str) -> int:
+    """A thread id: a whole number from 1 (below 2**63, what a database's bigint holds)."""
+    if isinstance(thread_id, bool) or not isinstance(thread_id, Integral):
+        raise InputError(
+            f"a thread id is a whole number such as 3, got {thread_id!r}; "
+            f"see your threads with %chat --list"
+        )
+    if not 1 <= int(thread_id) < 2**63:
+        raise _not_found(user, thread_id)
+    return int(thread_id)
 
 
 def _check_user(user: object) -> str:

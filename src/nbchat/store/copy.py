@@ -21,6 +21,7 @@ from tinydb.table import Document
 
 from ..base.config import store_location
 from ..base.errors import StoreCorrupt, StoreError, StoreVersionError, ThreadNotFound
+from ._meta import next_id, raise_counter
 from ._open import open_store
 from ._storage import load_json, open_db
 from .base import SCHEMA, Store, Thread
@@ -142,7 +143,7 @@ def next_thread_id(store: Store) -> int:
     """The id *store* hands out next for its user: every lower one is taken, deleted or not."""
     if isinstance(store, ThreadStore):
         with store._folder.locked():
-            return store._next_id()
+            return next_id(store._folder, store.user)
     return _postgres_next_id(store)
 
 
@@ -160,7 +161,7 @@ def carry_counter(store: Store, next_id: int) -> None:
     """Move *store*'s id counter up to *next_id*, so that it never hands out a lower id."""
     if isinstance(store, ThreadStore):
         with store._folder.locked():
-            store._raise_counter(next_id)
+            raise_counter(store._folder, store.user, next_id)
         return
     with store._db.connection() as conn, conn.transaction():  # type: ignore[attr-defined]
         _raise_postgres_counter(conn, store.user, next_id)
@@ -211,7 +212,7 @@ def _restore_tinydb(store: ThreadStore, thread: Thread) -> bool:
             db.table("thread").insert(Document(header, doc_id=1))
             for index, doc in enumerate(_turn_docs(thread)):
                 db.table("turns").insert(Document({**doc, "writer": None}, doc_id=index + 1))
-        store._raise_counter(thread.id + 1)
+        raise_counter(store._folder, store.user, thread.id + 1)
     return True
 
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from numbers import Integral
 from typing import Any
 
 from ..base.config import ENV_STORE_URL, default_user
@@ -59,7 +58,7 @@ from ._pg import (
     writer_key,
 )
 from ._pgrows import TURN_COLUMNS, search_match, turn_from_row
-from ._pgwrites import add_turn, lock_turn, not_found, thread_row, update_header, write_turn
+from ._pgwrites import add_turn, lock_turn, thread_row, update_header, write_turn
 from .base import (
     _UNSET,
     SPENDING_DAYS,
@@ -68,6 +67,7 @@ from .base import (
     ThreadInfo,
     Turn,
     _check_amount,
+    _check_id,
     _check_index,
     _check_json,
     _check_kernel,
@@ -79,6 +79,7 @@ from .base import (
     _check_type,
     _check_user,
     _claim_changes,
+    _not_found,
 )
 
 __all__ = ["PostgresStore"]
@@ -134,7 +135,7 @@ class PostgresStore:
     def stamp(self, thread_id: int) -> object:
         """What changes whenever the thread is written (its update time and turn count),
         one small query: for a caller that waits on another process's write. None: gone."""
-        tid = self._check_id(thread_id)
+        tid = _check_id(thread_id, self.user)
         with self._db.connection(self._timeout) as conn:
             row = conn.execute("SELECT updated, turns FROM nbchat_threads WHERE owner = %s "
                                "AND id = %s", [self.user, tid]).fetchone()  # fmt: skip
@@ -215,7 +216,7 @@ class PostgresStore:
 
     def thread_details(self, thread_id: int) -> list[tuple[str, str]]:
         """(query, answer) of each turn of a thread, oldest first."""
-        tid = self._check_id(thread_id)
+        tid = _check_id(thread_id, self.user)
         with self._db.connection(self._timeout) as conn, conn.transaction():
             thread_row(conn, self.user, tid, "id")
             rows = conn.execute(
@@ -227,7 +228,7 @@ class PostgresStore:
 
     def get(self, thread_id: int) -> Thread:
         """The whole thread; a turn whose writer died while streaming reads as interrupted."""
-        tid = self._check_id(thread_id)
+        tid = _check_id(thread_id, self.user)
         with self._db.connection(self._timeout) as conn, conn.transaction():
             header = thread_row(
                 conn, self.user, tid, "title, model, system, settings::text, created, updated"
@@ -251,7 +252,7 @@ class PostgresStore:
     ) -> bool:
         """Retitle a thread (whitespace runs become single spaces); with ``if_untitled``,
         only a thread that has no title yet. Whether the title changed."""
-        tid = self._check_id(thread_id)
+        tid = _check_id(thread_id, self.user)
         changes = {"title": enc_text(_check_title(title))}
         return update_header(self._db, self._timeout, self.user, tid, changes,
                              only_untitled=if_untitled)  # fmt: skip
@@ -265,7 +266,7 @@ class PostgresStore:
         settings: dict | None = None,
     ) -> None:
         """Change a thread's model, system prompt (None clears it) or settings."""
-        tid = self._check_id(thread_id)
+        tid = _check_id(thread_id, self.user)
         changes: dict[str, Any] = {}
         if model is not None:
             changes["model"] = enc_text(_check_model(model))
@@ -279,13 +280,13 @@ class PostgresStore:
 
     def delete_thread(self, thread_id: int) -> None:
         """Delete a thread and its turns for good; its id is never given out again."""
-        tid = self._check_id(thread_id)
+        tid = _check_id(thread_id, self.user)
         with self._db.connection(self._timeout) as conn:
             cursor = conn.execute(
                 "DELETE FROM nbchat_threads WHERE owner = %s AND id = %s", [self.user, tid]
             )
             if cursor.rowcount == 0:
-                raise not_found(self.user, tid)
+                raise _not_found(self.user, tid)
 
     def search(self, text: str) -> list[SearchHit]:
         """Turns whose query or answer has every word of *text* (as a word or its start).
@@ -318,7 +319,7 @@ class PostgresStore:
         self, thread_id: int, query: str, answer: str, title: str | None = None
     ) -> int:
         """Add a complete turn in one transaction and return its index; *title* retitles."""
-        tid = self._check_id(thread_id)
+        tid = _check_id(thread_id, self.user)
         query = _check_query(query)
         answer = _check_type(answer, "answer", str)
         new_title = None if title is None else enc_text(_check_title(title))
@@ -335,7 +336,7 @@ class PostgresStore:
     ) -> int:
         """Save the query (and the objects attached to it) as a streaming turn before it is
         sent; return the turn's index."""
-        tid = self._check_id(thread_id)
+        tid = _check_id(thread_id, self.user)
         query = _check_query(query)
         model = None if model is None else _check_model(model)
         items = [ContextItem.from_dict(item).to_dict() for item in context]
@@ -350,7 +351,7 @@ class PostgresStore:
         finished, model, options, finish_reason, reasoning. A turn left
         "streaming" belongs to the calling process from then on.
         """
-        tid = self._check_id(thread_id)
+        tid = _check_id(thread_id, self.user)
         index = _check_index(turn)
         checked = {name: _check_turn_field(name, value) for name, value in changes.items()}
         writer = None if checked.get("status", "streaming") != "streaming" else self._writer()
@@ -381,7 +382,7 @@ class PostgresStore:
         second answer raises :class:`~nbchat.base.errors.AlreadyAnswered` and
         changes nothing.
         """
-        tid = self._check_id(thread_id)
+        tid = _check_id(thread_id, self.user)
         index = _check_index(turn)
         output = _check_type(output, "output", str)
         writer = self._writer()
@@ -445,13 +446,3 @@ class PostgresStore:
             f"{where} {what}; it was left untouched; repair the row or delete the thread",
             path=where,
         )
-
-    def _check_id(self, thread_id: object) -> int:
-        if isinstance(thread_id, bool) or not isinstance(thread_id, Integral):
-            raise InputError(
-                f"a thread id is a whole number such as 3, got {thread_id!r}; "
-                f"see your threads with %chat --list"
-            )
-        if not 1 <= int(thread_id) < 2**63:
-            raise not_found(self.user, thread_id)
-        return int(thread_id)

@@ -46,7 +46,6 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from numbers import Integral
 from pathlib import Path
 from typing import Any, cast
 
@@ -66,7 +65,8 @@ from ..base.errors import (
 from ..base.records import AnsweredCall, PendingCall, RecordError
 from . import _spending
 from ._files import Entry, UserFolder, file_stamp, is_writer_alive, not_a_folder, writer_token
-from ._storage import corrupt, fsync_dir, load_json, open_db
+from ._meta import check_owner, read_meta, take_id
+from ._storage import corrupt, fsync_dir, open_db
 from ._threadfile import (
     add_turn,
     db_path,
@@ -88,6 +88,7 @@ from .base import (
     ThreadInfo,
     Turn,
     _check_amount,
+    _check_id,
     _check_index,
     _check_json,
     _check_kernel,
@@ -99,6 +100,7 @@ from .base import (
     _check_type,
     _check_user,
     _claim_changes,
+    _not_found,
 )
 
 __all__ = ["ThreadStore"]
@@ -141,7 +143,7 @@ class ThreadStore:
             raise not_a_folder(self.path)
         # Reported by the first operation, which checks the folder first and needs the file.
         with contextlib.suppress(StoreCorrupt, StoreUnsafe):
-            self._read_meta()
+            read_meta(self._folder, self.user)
 
     @property
     def folder(self) -> Path:
@@ -167,7 +169,7 @@ class ThreadStore:
         title = _check_title(title, allow_empty=True)
         settings = _check_json({} if settings is None else settings, "settings", dict)
         with self._folder.locked():
-            thread_id = self._take_id()
+            thread_id = take_id(self._folder, self.user)
             now = time.time()
             header = {
                 "nbchat": SCHEMA, "id": thread_id, "user": self.user, "title": title,
@@ -191,13 +193,13 @@ class ThreadStore:
 
     def thread_details(self, thread_id: int) -> list[tuple[str, str]]:
         """(query, answer) of each turn of a thread, oldest first."""
-        tid = self._check_id(thread_id)
+        tid = _check_id(thread_id, self.user)
         with self._folder.locked(), self._open_thread(tid) as (db, _):
             return [(doc["query"], doc["answer"]) for doc in turn_docs(db)]
 
     def get(self, thread_id: int) -> Thread:
         """The whole thread; a turn whose writer died while streaming reads as interrupted."""
-        tid = self._check_id(thread_id)
+        tid = _check_id(thread_id, self.user)
         with self._folder.locked(), self._open_thread(tid) as (db, header):
             turns = [self._turn(doc, db) for doc in turn_docs(db)]
         keys = ("title", "model", "system", "created", "updated", "settings")
@@ -209,7 +211,7 @@ class ThreadStore:
         """Retitle a thread (whitespace runs become single spaces); with ``if_untitled``,
         only a thread that has no title yet (checked under the lock), leaving its
         ``updated`` time as it was. Whether it changed."""
-        tid = self._check_id(thread_id)
+        tid = _check_id(thread_id, self.user)
         title = _check_title(title)
 
         def retitle(db: TinyDB, header: dict[str, Any]) -> bool:
@@ -233,7 +235,7 @@ class ThreadStore:
         settings: dict | None = None,
     ) -> None:
         """Change a thread's model, system prompt (None clears it) or settings."""
-        tid = self._check_id(thread_id)
+        tid = _check_id(thread_id, self.user)
         changes: dict[str, Any] = {}
         if model is not None:
             changes["model"] = _check_model(model)
@@ -248,7 +250,7 @@ class ThreadStore:
 
     def delete_thread(self, thread_id: int) -> None:
         """Delete a thread for good; its id is never given out again."""
-        tid = self._check_id(thread_id)
+        tid = _check_id(thread_id, self.user)
         with self._folder.locked():
             with self._open_thread(tid):
                 pass  # a corrupt or foreign file is reported, not deleted
@@ -282,7 +284,7 @@ class ThreadStore:
         self, thread_id: int, query: str, answer: str, title: str | None = None
     ) -> int:
         """Add a complete turn in one write and return its index; *title* retitles."""
-        tid = self._check_id(thread_id)
+        tid = _check_id(thread_id, self.user)
         query = _check_query(query)
         answer = _check_type(answer, "answer", str)
         changes = {} if title is None else {"title": _check_title(title)}
@@ -301,7 +303,7 @@ class ThreadStore:
     ) -> int:
         """Save the query (and the objects attached to it) as a streaming turn before it is
         sent; return the turn's index."""
-        tid = self._check_id(thread_id)
+        tid = _check_id(thread_id, self.user)
         query = _check_query(query)
         model = None if model is None else _check_model(model)
         items = [ContextItem.from_dict(item) for item in context]
@@ -317,7 +319,7 @@ class ThreadStore:
         model. ``pending`` and ``answered`` take records (or their dicts).
         A turn left "streaming" belongs to the calling process from then on.
         """
-        tid = self._check_id(thread_id)
+        tid = _check_id(thread_id, self.user)
         index = _check_index(turn)
         changes = {name: _check_turn_field(name, value) for name, value in changes.items()}
         with self._folder.locked():
@@ -343,7 +345,7 @@ class ThreadStore:
         "streaming" (owned by this process, which resumes it). A second answer
         raises :class:`~nbchat.base.errors.AlreadyAnswered` and changes nothing.
         """
-        tid = self._check_id(thread_id)
+        tid = _check_id(thread_id, self.user)
         index = _check_index(turn)
         with self._folder.locked():
             writer = writer_token(self._folder.writers)
@@ -356,7 +358,7 @@ class ThreadStore:
         """Where a thread (or this user's threads) is kept, for messages."""
         if thread_id is None:
             return str(self._folder.path)
-        return str(self._folder.thread(self._check_id(thread_id)))
+        return str(self._folder.thread(_check_id(thread_id, self.user)))
 
     def kernel_spent(self, kernel: str) -> float:
         """What ``kernel`` (a key the front end chose) has spent, in dollars."""
@@ -374,7 +376,7 @@ class ThreadStore:
         """What changes whenever the thread is written, read without the lock or the file:
         for a caller that waits on another process's write. None: no such thread."""
         try:
-            return file_stamp(os.stat(self._folder.thread(self._check_id(thread_id))))
+            return file_stamp(os.stat(self._folder.thread(_check_id(thread_id, self.user))))
         except FileNotFoundError:
             return None
 
@@ -396,50 +398,6 @@ class ThreadStore:
 
     # -- inside the lock ---------------------------------------------------------------
 
-    def _read_meta(self) -> dict[str, Any] | None:
-        path = self._folder.meta
-        data = load_json(path, private=True)
-        if data is None:
-            return None
-        meta = data.get("store", {}).get("1")
-        if not isinstance(meta, dict) or not isinstance(meta.get("next_id"), int):
-            raise corrupt(path, "is not an nbchat store file")
-        self._check_owner(meta, path)
-        return meta
-
-    def _take_id(self) -> int:
-        meta = self._counter()
-        thread_id = self._next_id(meta)
-        self._raise_counter(thread_id + 1, meta)
-        return thread_id
-
-    def _counter(self) -> dict[str, Any]:
-        return self._read_meta() or {"nbchat": SCHEMA, "user": self.user, "next_id": 1}
-
-    def _next_id(self, meta: dict[str, Any] | None = None) -> int:
-        """The id handed out next (under the lock): past the counter and every thread file."""
-        counter = (meta or self._counter())["next_id"]
-        return max(counter, max(self._folder.scan()[0], default=0) + 1)
-
-    def _raise_counter(self, next_id: int, meta: dict[str, Any] | None = None) -> None:
-        """Move the counter up to *next_id* (under the lock); it never goes down."""
-        meta = meta or self._counter()
-        if meta["next_id"] < next_id:
-            with open_db(self._folder.meta, sync_dir=False) as db:
-                db.table("store").upsert(Document({**meta, "next_id": next_id}, doc_id=1))
-
-    def _check_owner(self, header: dict[str, Any], path: Path) -> None:
-        schema = header.get("nbchat")
-        if not isinstance(schema, int) or isinstance(schema, bool):
-            raise corrupt(path, "is not an nbchat store file")
-        if schema > SCHEMA:
-            raise StoreVersionError(
-                f"{path} was written by a newer nbchat (schema {schema}); upgrade nbchat "
-                f"(this one reads schema {SCHEMA})"
-            )
-        if header.get("user") != self.user:
-            raise corrupt(path, f"does not belong to user {self.user!r}")
-
     @contextlib.contextmanager
     def _open_thread(self, tid: int) -> Iterator[tuple[TinyDB, dict[str, Any]]]:
         path = self._folder.thread(tid)
@@ -447,10 +405,10 @@ class ThreadStore:
             try:
                 header = header_of(db)
             except FileNotFoundError:
-                raise self._not_found(tid) from None
+                raise _not_found(self.user, tid) from None
             if header is None or not valid_header(header):
                 raise corrupt(path, "is not an nbchat thread file")
-            self._check_owner(header, path)
+            check_owner(header, path, self.user)
             if header["id"] != tid:
                 raise corrupt(path, f"holds thread {header['id']!r}, not {tid}")
             yield db, header
@@ -527,20 +485,3 @@ class ThreadStore:
 
     # -- checks ----------------------------------------------------------------------------
 
-    def _not_found(self, thread_id: object) -> ThreadNotFound:
-        return ThreadNotFound(
-            f"invalid thread id {thread_id} for user {self.user!r}; "
-            f"see your threads with %chat --list",
-            thread_id=thread_id,
-            user=self.user,
-        )
-
-    def _check_id(self, thread_id: object) -> int:
-        if isinstance(thread_id, bool) or not isinstance(thread_id, Integral):
-            raise InputError(
-                f"a thread id is a whole number such as 3, got {thread_id!r}; "
-                f"see your threads with %chat --list"
-            )
-        if thread_id < 1:
-            raise self._not_found(thread_id)
-        return int(thread_id)
