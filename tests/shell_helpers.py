@@ -16,7 +16,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
-from nbchat.engine.chat import TITLE_PROMPT
+from nbchat.engine._title_workers import TITLE_PROMPT
 from nbchat.jupyter.magic.magics import load
 from nbchat.testing import ScriptedServer
 

@@ -32,7 +32,7 @@ from nbchat.base.events import (
     UsageReported,
 )
 from nbchat.base.records import PendingCall, Prompt
-from nbchat.engine.chat import TITLE_PROMPT
+from nbchat.engine._title_workers import TITLE_PROMPT
 from nbchat.testing import Reply, ScriptedServer
 
 CHOOSE = ("choose", {"question": "Which colour?", "options": ["red", "green"]})

@@ -28,7 +28,7 @@ from nbchat.base.events import (
     TurnStarted,
 )
 from nbchat.base.options import TITLE_OPTIONS
-from nbchat.engine.chat import TITLE_PROMPT
+from nbchat.engine._title_workers import TITLE_PROMPT
 from nbchat.jupyter.cell.render import render_turn
 from nbchat.jupyter.magic.magics import CONTINUE_QUESTION, load
 from nbchat.testing import Reply, ScriptedServer

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from kernel_helpers import Kernel, module_kernel
-from nbchat.engine.chat import TITLE_PROMPT
+from nbchat.engine._title_workers import TITLE_PROMPT
 from nbchat.testing import Reply, ScriptedServer
 from wire_helpers import content_parts
 

@@ -21,7 +21,7 @@ import pytest
 
 from kernel_helpers import CellRun, Kernel, kernel_env, run_notebook
 from markup_helpers import body, shows, visible
-from nbchat.engine.chat import TITLE_PROMPT
+from nbchat.engine._title_workers import TITLE_PROMPT
 from nbchat.store import ThreadStore
 from nbchat.testing import Reply, ScriptedServer
 

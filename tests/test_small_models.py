@@ -16,7 +16,7 @@ from nbchat import Chat
 from nbchat.base.config import Settings
 from nbchat.base.errors import InputError
 from nbchat.base.events import ToolCallRequested
-from nbchat.engine.chat import TITLE_PROMPT
+from nbchat.engine._title_workers import TITLE_PROMPT
 from nbchat.llm import LLMClient
 from nbchat.testing import Reply, ScriptedServer
 

@@ -7,7 +7,7 @@ return that iterator for front ends that render as it arrives; ``ask``,
 What Chat shares with :class:`LLM` (settings, tools, building a turn) is
 :class:`~._engine._Engine`; the Answer record is :mod:`._answer`; calls that
 wait for a person are :mod:`._pending`; titles are :mod:`._title_workers`.
-Their public names are offered here too, where code has always imported them.
+``LLM``, ``Answer`` and ``AnswerText`` are offered here too, beside Chat.
 
 >>> from nbchat.testing import ScriptedServer, Reply
 >>> with ScriptedServer(Reply("Four.", when="2+2")) as server:
@@ -47,15 +47,8 @@ from ._budget import GO_ON
 from ._compaction import check_window
 from ._engine import check_text, provider_only, thread_options
 from ._kernel_spending import Ledger, StoreLedger
-from ._pending import ACTING_OUTPUT
-from ._recorders import HistoryRecorder, ThreadRecorder
 from ._scripts import LLM
 from ._title_workers import (
-    EXIT_TITLE_WAIT,
-    TITLE_MAX_CHARS,
-    TITLE_PROMPT,
-    TITLE_REQUEST,
-    TITLE_SECONDS,
     TITLE_WAIT,
     TitleWorkers,
     ask_title,
@@ -63,11 +56,7 @@ from ._title_workers import (
 from ._titles import question_title
 from .history import ChatHistory
 
-__all__ = [
-    "ACTING_OUTPUT", "EXIT_TITLE_WAIT", "LLM", "TITLE_MAX_CHARS", "TITLE_PROMPT", "TITLE_REQUEST",
-    "TITLE_SECONDS", "TITLE_WAIT", "Answer", "AnswerText", "Chat", "HistoryRecorder",
-    "ThreadRecorder",
-]  # fmt: skip
+__all__ = ["LLM", "Answer", "AnswerText", "Chat"]
 
 
 class Chat(_Asking):
@@ -135,22 +124,12 @@ class Chat(_Asking):
     ) -> None:
         given = None if store is None or isinstance(store, str | os.PathLike) else store
         super().__init__(
-            model=model,
-            base_url=base_url,
-            api_key=api_key,
-            provider=provider,
-            tools=tools,
-            builtin_tools=builtin_tools,
-            permissions=permissions,
-            max_tool_rounds=max_tool_rounds,
+            model=model, base_url=base_url, api_key=api_key, provider=provider, tools=tools,
+            builtin_tools=builtin_tools, permissions=permissions, max_tool_rounds=max_tool_rounds,
             store=None if given is not None else store,  # type: ignore[arg-type]
-            user=given.user if given is not None else user,
-            options=options,
-            mcp=mcp,
-            budget=budget,
-            kernel_budget=kernel_budget,
-            answering=answering,
-        )
+            user=given.user if given is not None else user, options=options, mcp=mcp,
+            budget=budget, kernel_budget=kernel_budget, answering=answering,
+        )  # fmt: skip
         self.store: Store = (
             given if given is not None else open_store(self.settings.store, self.settings.user)
         )

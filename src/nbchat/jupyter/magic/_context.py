@@ -21,7 +21,7 @@ from IPython.core.error import UsageError
 from ...base import markup
 from ...base._notices import notify
 from ...base._secrets import cut_scrubbed
-from ...context._interpolate import interpolate
+from ...context._interpolate import interpolate, resolve
 
 ERROR_PROMPT = (
     "I ran code in a Jupyter notebook and got the error below. Explain briefly what went "
@@ -134,3 +134,20 @@ def project_instructions(setting: str | None) -> Any:
     notebook = os.environ.get("JPY_SESSION_NAME", "")
     folder = Path(notebook).parent if os.path.isabs(notebook) else Path.cwd()
     return find_instructions(folder)
+
+
+def user_history(shell: Any, name: str, system: str | None) -> Any:
+    """The ChatHistory the notebook's variable ``name`` holds (for ``-H``); ``system`` on a copy."""
+    from ...engine.history import ChatHistory
+
+    found, value = resolve(name, shell.user_ns if shell is not None else {})
+    if not found:
+        raise UsageError(f"-H {name}: no such variable in this notebook; "
+                         f"make one with {name} = nbchat.ChatHistory()")
+    if not isinstance(value, ChatHistory):
+        raise UsageError(f"-H {name}: {name} is a {type(value).__name__}, not a "
+                         f"ChatHistory; see chat.history(thread_id) or nbchat.ChatHistory()")
+    if system is not None:
+        value = value.copy()
+        value.system = system
+    return value

@@ -3,7 +3,8 @@
 :func:`chat_arguments` puts the declarations on the magic, where IPython's
 ``@magic_arguments`` builds the parser and the ``%chat?`` help from them, in
 the order listed (groups as they appear). :func:`flag_options` turns the
-generation flags of a parsed line into checked options for the engine.
+generation flags of a parsed line into checked options for the engine, and
+:func:`handler_name` says which handler a parsed line is for.
 """
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, argument_group, magic_arguments
 
 from ...base.options import check_options, parse_value
+
+COMMANDS = (
+    "list", "show", "use", "rename", "delete", "models", "export", "panel", "answer", "retry",
+    "search", "key", "compact", "agents", "agent_token", "revoke_agent",
+)  # fmt: skip
+# the commands that read the text after them
+TAKE_TEXT = ("rename", "search", "answer", "key", "agent_token")
 
 _DECLARATIONS: tuple[Callable[[Any], Any], ...] = (
     magic_arguments(name="chat"),
@@ -151,3 +159,24 @@ def flag_options(opts: Any) -> dict[str, Any]:
         options["stop"] = opts.stop[0] if len(opts.stop) == 1 else list(opts.stop)
     return check_options(options, source="%chat")
 
+
+def handler_name(opts: Any, text: str) -> str:
+    """Which handler a parsed line is for: a command, a kind of question, or a plain question."""
+    if opts.mcp == "":
+        return "mcp"  # --mcp alone lists the servers; with a name it chooses them for a question
+    commands = [name for name in COMMANDS if getattr(opts, name) not in (None, False)]
+    if len(commands) > 1:
+        raise UsageError(f"use one command at a time, not --{' and --'.join(commands)}")
+    if commands:
+        return commands[0]
+    if opts.error:
+        return "error"
+    if opts.fix:
+        return "fix"
+    if opts.continue_:
+        return "continue"
+    if not text and (opts.set or opts.builtin_tools or opts.window):
+        return "set"
+    if not text and (opts.new or opts.system is not None):
+        return "new"
+    return "ask"

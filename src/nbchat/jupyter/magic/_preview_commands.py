@@ -16,6 +16,7 @@ from IPython.display import display
 
 from ...base import markup
 from ..cell._preview_view import preview_html
+from ._context import user_history
 
 PREVIEWABLE = ("ask", "error", "fix", "continue")
 
@@ -35,7 +36,7 @@ def show_preview(
 ) -> None:
     """Display the request ``question`` would send in the thread (or history) ``opts`` name."""
     if opts.history is not None:
-        history = owner._user_history(opts.history, opts.system)
+        history = user_history(owner.shell, opts.history, opts.system)
         preview = chat.preview_with_history(
             question, history, opts.model, options=options, context=items, mcp=opts.mcp,
             scrubbed=owner._noted,

@@ -16,7 +16,7 @@ from IPython.core.error import UsageError
 from IPython.display import display
 
 from ...base import markup
-from ...engine.chat import TITLE_WAIT
+from ...engine._title_workers import TITLE_WAIT
 from ._options import flag_options
 
 if TYPE_CHECKING:

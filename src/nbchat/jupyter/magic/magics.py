@@ -31,7 +31,6 @@ from ...base import markup
 from ...base._notices import set_notifier
 from ...base._secrets import Scrubbed, noting_scrubs
 from ...base.errors import NbchatError, OverBudget
-from ...context._interpolate import resolve
 from .._loaded import hand_over
 from ..cell.render import Mode, RenderResult, TurnRenderer, detect_mode, execution_marker
 from . import _context as _magic_context
@@ -46,9 +45,10 @@ from ._context import (
     fix_context,
     fix_question,
     project_instructions,
+    user_history,
 )
 from ._notes import show_note
-from ._options import chat_arguments, flag_options
+from ._options import COMMANDS, TAKE_TEXT, chat_arguments, flag_options, handler_name
 from ._preview_commands import check_preview, compact_thread, show_preview
 from ._settings import ChatSettings
 from ._shell import echoed
@@ -56,16 +56,9 @@ from ._syntax import option_arity, protect_chat_questions, split_options
 
 if TYPE_CHECKING:
     from ...engine.chat import Chat
-    from ...engine.history import ChatHistory
 
 __all__ = ["ChatMagics", "load", "protect_chat_questions", "unload"]
 
-COMMANDS = (
-    "list", "show", "use", "rename", "delete", "models", "export", "panel", "answer", "retry",
-    "search", "key", "compact", "agents", "agent_token", "revoke_agent",
-)  # fmt: skip
-# the commands that read the text after them
-TAKE_TEXT = ("rename", "search", "answer", "key", "agent_token")
 CONTINUE_QUESTION = (
     "Continue your previous answer exactly where it stopped, without repeating any of it."
 )
@@ -212,7 +205,7 @@ class ChatMagics(ChatSettings):
         if opts.agent_token is None and any(v is not None for v in token_options):
             raise UsageError("--agent-scope, --agent-tools, --agent-days and --agent-approve "
                              "go with --agent-token LABEL")
-        name = _form(opts, text)
+        name = handler_name(opts, text)
         if name in COMMANDS and text and name not in TAKE_TEXT:
             raise UsageError(f"--{name} takes no question; got {text[:40]!r}")
         if not opts.preview:
@@ -308,7 +301,7 @@ class ChatMagics(ChatSettings):
             if opts.set or opts.builtin_tools or opts.window:
                 raise UsageError("-H asks with a ChatHistory: there is no thread to save "
                                  "--set or --builtin-tools in; drop them")
-            history = self._user_history(opts.history, opts.system)
+            history = user_history(self.shell, opts.history, opts.system)
             return chat.iter_ask_with_history(
                 question, history, model=opts.model, options=options, context=items,
                 mcp=opts.mcp, over_budget=opts.over_budget,
@@ -365,21 +358,6 @@ class ChatMagics(ChatSettings):
                 opts.model or self.model or None, system=opts.system or self.system or None
             )
         return self.thread_id
-
-    def _user_history(self, name: str, system: str | None) -> ChatHistory:
-        from ...engine.history import ChatHistory
-
-        found, value = resolve(name, self.shell.user_ns if self.shell is not None else {})
-        if not found:
-            raise UsageError(f"-H {name}: no such variable in this notebook; "
-                             f"make one with {name} = nbchat.ChatHistory()")
-        if not isinstance(value, ChatHistory):
-            raise UsageError(f"-H {name}: {name} is a {type(value).__name__}, not a "
-                             f"ChatHistory; see chat.history(thread_id) or nbchat.ChatHistory()")
-        if system is not None:
-            value = value.copy()
-            value.system = system
-        return value
 
     # -- client tools -------------------------------------------------------------
     def _cmd_answer(self, opts: Any, text: str) -> RenderResult:
@@ -454,28 +432,6 @@ HANDLERS: dict[str, Handler] = {
     "new": ChatMagics._cmd_new,
     "ask": ChatMagics._cmd_ask,
 }
-
-
-def _form(opts: Any, text: str) -> str:
-    """Which handler a parsed line is for: a command, a kind of question, or a plain question."""
-    if opts.mcp == "":
-        return "mcp"  # --mcp alone lists the servers; with a name it chooses them for a question
-    commands = [name for name in COMMANDS if getattr(opts, name) not in (None, False)]
-    if len(commands) > 1:
-        raise UsageError(f"use one command at a time, not --{' and --'.join(commands)}")
-    if commands:
-        return commands[0]
-    if opts.error:
-        return "error"
-    if opts.fix:
-        return "fix"
-    if opts.continue_:
-        return "continue"
-    if not text and (opts.set or opts.builtin_tools or opts.window):
-        return "set"
-    if not text and (opts.new or opts.system is not None):
-        return "new"
-    return "ask"
 
 
 def _show_prompts(chat: Chat, calls: list[Any], **kwargs: Any) -> None:
