@@ -15,6 +15,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page
 
+from nbchat.base import markup
 from nbchat.jupyter.panel import _assets as _panel_assets
 from nbchat.testing import Reply
 
@@ -45,6 +46,23 @@ def test_the_panels_script_is_its_parts_joined_into_one_module():
         last = name == _panel_assets.PARTS[-1]
         assert found == (["export default { render };"] if last else []), name
         assert f"// -- js/{name}\n{text}" in code
+
+
+def test_the_panels_stylesheet_is_its_parts_joined_in_cascade_order():
+    folder = Path(_panel_assets.__file__).parent / "css"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(_panel_assets.STYLE_PARTS)
+    assert len(set(_panel_assets.STYLE_PARTS)) == len(_panel_assets.STYLE_PARTS)
+    assert list(_panel_assets.STYLE_PARTS) == sorted(_panel_assets.STYLE_PARTS)
+    sheet = _panel_assets.stylesheet()
+    at = 0
+    for name in _panel_assets.STYLE_PARTS:  # each under its header, in the declared order
+        text = (folder / name).read_text(encoding="utf-8")
+        assert text.endswith("}\n") and "/* -- css/" not in text, name
+        found = sheet.find(f"/* -- css/{name} */\n{text}", at)
+        assert found >= at, name
+        at = found + len(text)
+    # Then the renderer's rules, which the panel's answers need.
+    assert sheet.endswith(markup.STYLE.removeprefix("<style>").removesuffix("</style>"))
 
 
 def ask_in_the_panel(page: Page, lab: JupyterLab, server, store) -> None:

@@ -30,6 +30,23 @@ PARTS = (
     "90-render.js",
 )
 
+# The panel's stylesheet, in cascade order: a later part's rules win over an
+# earlier one's of equal weight, so the order is the names' and must not change.
+STYLE_PARTS = (
+    "00-panel.css",
+    "10-icons.css",
+    "20-buttons.css",
+    "30-header.css",
+    "35-preview.css",
+    "40-threads.css",
+    "50-conversation.css",
+    "55-answers.css",
+    "60-prompts.css",
+    "70-composer.css",
+    "80-threads-foot.css",
+    "90-side.css",
+)
+
 
 @functools.lru_cache(maxsize=1)
 def code() -> str:
@@ -41,8 +58,12 @@ def code() -> str:
 
 @functools.lru_cache(maxsize=1)
 def stylesheet() -> str:
-    """The panel's own rules and the renderer's, which its answers need."""
-    own = (_HERE / "_panel.css").read_text(encoding="utf-8")
+    """The panel's rules: the parts in ``css/``, each under a comment that names it,
+    then the renderer's, which its answers need."""
+    own = "\n".join(
+        f"/* -- css/{name} */\n" + (_HERE / "css" / name).read_text(encoding="utf-8")
+        for name in STYLE_PARTS
+    )
     return own + markup.STYLE.removeprefix("<style>").removesuffix("</style>")
 
 

@@ -4,8 +4,8 @@
 same store the magics use: a header with the thread's title and a thread
 switcher, the conversation as messages, and an input with the model picker
 and the context chips, and a Preview of the request a question would send.
-Its front end is the script in ``js/`` (its parts joined into one module by
-``_assets``) and ``_panel.css`` beside this module; its state is in traits, and
+Its front end is the script in ``js/`` and the stylesheet in ``css/`` beside this
+module (each one's parts joined by ``_assets``); its state is in traits, and
 the browser sends intents (``submit``, ``stop``, ``select``, ``rename``, …) as
 custom messages. Only
 HTML made by :mod:`nbchat.base.markup` in Python reaches the page as HTML; every

@@ -32,7 +32,7 @@ function onShortcut(event) {
 
 function icon(name) {
   const mark = document.createElement("span");
-  mark.className = `nbchat-icon nbchat-icon-${name}`; // drawn by _panel.css
+  mark.className = `nbchat-icon nbchat-icon-${name}`; // drawn by css/10-icons.css
   mark.setAttribute("aria-hidden", "true");
   return mark;
 }
@@ -44,7 +44,8 @@ function node(tag, cls, text) {
   return el;
 }
 
-// A widget button, as JupyterLab's widgets make them (jupyter-button), styled by _panel.css.
+// A widget button, as JupyterLab's widgets make them (jupyter-button); css/00-panel.css
+// keeps the class but not its looks.
 function button(cls, text) {
   const made = node("button", `jupyter-button ${cls}`, text);
   made.type = "button";

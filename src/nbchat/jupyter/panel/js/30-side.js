@@ -25,7 +25,7 @@ function widenSide(el) {
 }
 
 // In the side area the panel fills the height left under it; in a cell it
-// has a height of its own (see _panel.css).
+// has a height of its own (see css/00-panel.css).
 function fit(v) {
   const { model, el } = v;
   if (model.get("area") !== "side" || el.offsetParent === null) return;
