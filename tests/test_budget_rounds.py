@@ -207,3 +207,19 @@ def test_an_unset_max_tokens_is_sent_bounded_by_what_the_cap_leaves(scripted_ser
     monkeypatch.setenv("NBCHAT_MAX_BUDGET", "50")  # far from the cap: nothing is added
     chat.ask(chat.new_thread(), "Hello there")
     assert "max_tokens" not in asked(scripted_server)[-1].body
+
+
+def test_a_model_that_calls_a_tool_after_its_rounds_are_spent_ends_the_turn_saved_and_marked(
+    scripted_server, tmp_path
+):
+    RUNS.clear()
+    scripted_server.script(Reply("", tool_calls=[("probe", {"x": 1})]))  # even with no tools
+    chat = make_chat(scripted_server, tmp_path, tools=[probe], max_tool_rounds=2)
+    thread = chat.new_thread()
+    answer = chat.ask(thread, "Find it")
+    assert RUNS == [1, 1]  # two rounds ran their call; the third round offered no tools
+    assert [bool(r.body.get("tools")) for r in asked(scripted_server)] == [True, True, False]
+    assert answer.status == "incomplete"
+    assert answer.note.startswith("stopped after 2 rounds of tool calls: the model asked for probe")
+    (turn,) = chat.store.get(thread).turns
+    assert turn.status == "incomplete"  # never left streaming

@@ -168,7 +168,7 @@ class _Turn:
                 return
             if reply.again:
                 continue
-            if (yield from self._end(reply)):
+            if (yield from self._end(reply, last=round_number >= spec.max_rounds)):
                 return
             if (yield from self._run_tools(reply)):
                 return
@@ -298,8 +298,12 @@ class _Turn:
                 self.spec.calibrate(counted)
             yield event
 
-    def _end(self, reply: _Reply) -> Generator[Event, None, bool]:
-        """The ending step: when the reply ends the turn, record it and say so (True)."""
+    def _end(self, reply: _Reply, *, last: bool = False) -> Generator[Event, None, bool]:
+        """The ending step: when the reply ends the turn, record it and say so (True).
+
+        ``last``: the round offered no tools (the turn's rounds are spent), so a call
+        the model still asks for is not run and the turn ends incomplete.
+        """
         spec = self.spec
         calls, round_parts = reply.calls, self.parts[reply.start:]
         if spec.stop is not None and spec.stop.is_set() and (calls or not reply.replied):
@@ -308,8 +312,14 @@ class _Turn:
             yield self._finish("interrupted")
             return True
         ending = ending_of(self.finish_reason)
-        if ending == "complete" and calls:
+        if ending == "complete" and calls and not last:
             return False
+        if ending == "complete" and calls:
+            spec.messages.append(Message("assistant", "".join(round_parts)))
+            note = (f"stopped after {spec.max_rounds} rounds of tool calls: the model asked "
+                    f"for {calls[0].name} again, and it was not run; ask again to go on")
+            yield self._finish("incomplete", note=note, error=note)
+            return True
         # A reply the model did not finish may hold a cut-off tool call: never run it.
         spec.messages.append(Message("assistant", "".join(round_parts)))
         if ending == "complete":
