@@ -100,23 +100,47 @@ def build(
     """The MCP server with nbchat's tools; ``gate()`` gives the person's gate.
 
     ``token``, when given, is the caller of every request (a server for one
-    agent, in-process); otherwise each request's :data:`CALLER` is.
+    agent, in-process); otherwise each request's :data:`CALLER` is. The tools
+    are registered in the order agents see them listed: reads, changes, status.
     """
-    from mcp.server.mcpserver import Context, MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
-    from mcp_types import ToolAnnotations
+    from mcp.server.mcpserver import MCPServer
 
     root = logging.getLogger()
     before = root.level, list(root.handlers)
     server: Any = MCPServer(NAME, instructions=INSTRUCTIONS)
     root.setLevel(before[0])  # the SDK configures the root logger: the process's, not ours
     root.handlers[:] = before[1]
+    kit = _Toolkit(server, notebooks, gate, token)
+    _add_reads(kit)
+    _add_changes(kit)
+    _add_status(kit)
+    return server
 
-    def caller() -> AgentToken:
-        return token if token is not None else current_caller()
 
-    def tool(annotations: Any) -> Callable[[Any], Any]:
+class _Toolkit:
+    """What the tools share: the server, the caller, the scope checks and the gate."""
+
+    def __init__(self, server: Any, notebooks: Notebooks, gate: Callable[[], AgentGate],
+                 token: AgentToken | None) -> None:  # fmt: skip
+        from mcp_types import ToolAnnotations
+
+        self.server = server
+        self.notebooks = notebooks
+        self.gate = gate
+        self.token = token
+        self.reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+        self.adds = ToolAnnotations(read_only_hint=False, destructive_hint=False,
+                                    idempotent_hint=False, open_world_hint=False)  # fmt: skip
+        self.changes = ToolAnnotations(read_only_hint=False, destructive_hint=True,
+                                       idempotent_hint=False, open_world_hint=True)  # fmt: skip
+
+    def caller(self) -> AgentToken:
+        return self.token if self.token is not None else current_caller()
+
+    def tool(self, annotations: Any) -> Callable[[Any], Any]:
         """Register a tool whose refusals reach the agent as its own words (``isError``)."""
+        from mcp.server.mcpserver.exceptions import ToolError
+
         def register(function: Any) -> Any:
             @functools.wraps(function)
             async def refusing(*args: Any, **kwargs: Any) -> Any:
@@ -125,32 +149,26 @@ def build(
                 except NbchatError as error:
                     raise ToolError(str(error)) from None
 
-            return server.tool(annotations=annotations)(refusing)
+            return self.server.tool(annotations=annotations)(refusing)
 
         return register
 
-    reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-    adds = ToolAnnotations(read_only_hint=False, destructive_hint=False,
-                           idempotent_hint=False, open_world_hint=False)  # fmt: skip
-    changes = ToolAnnotations(read_only_hint=False, destructive_hint=True,
-                              idempotent_hint=False, open_world_hint=True)  # fmt: skip
-
-    async def within(token: AgentToken, path: str) -> bool:
+    async def within(self, token: AgentToken, path: str) -> bool:
         """Whether ``path`` is in the token's scope by its name and by the file it opens."""
         if not token.may_touch(path):
             return False
-        file = await notebooks.resolve(path)
+        file = await self.notebooks.resolve(path)
         return file is not None and token.may_touch(file)
 
-    async def in_scope(path: str, kind: str) -> None:
-        token = caller()
+    async def in_scope(self, path: str, kind: str) -> None:
+        token = self.caller()
         token.check(path, kind)
-        if not await within(token, path):  # a symlink in the scope to a file outside it
+        if not await self.within(token, path):  # a symlink in the scope to a file outside it
             raise token.out_of_scope(path)
 
-    async def session_of(path: str, kind: str) -> NotebookSession:
-        await in_scope(path, kind)
-        for session in await notebooks.sessions():
+    async def session_of(self, path: str, kind: str) -> NotebookSession:
+        await self.in_scope(path, kind)
+        for session in await self.notebooks.sessions():
             if session.path == path:
                 return session
         raise AgentRefused(
@@ -158,37 +176,44 @@ def build(
             status=404,
         )
 
-    async def gated(ctx: Any, tool: str, path: str, arguments: dict, why: str,
+    async def gated(self, ctx: Any, tool: str, path: str, arguments: dict, why: str,
                     shown: str = "") -> dict:  # fmt: skip
-        session = await session_of(path, GATED[tool])
+        session = await self.session_of(path, GATED[tool])
         if session.language != "python":
             raise AgentRefused(
                 f"{path!r} runs a {session.language} kernel; nbchat's gate needs a Python "
                 "kernel with nbchat installed", status=403,
             )  # fmt: skip
-        token = caller()
+        token = self.caller()
         key = request_key(token, tool, {**arguments, "why": why, "path": path}, ctx.request_id)
-        call = gate().request(token, tool, arguments, notebook=path, key=key, why=why,
-                              shown=shown)  # fmt: skip
-        await notebooks.wake(path)
+        call = self.gate().request(token, tool, arguments, notebook=path, key=key, why=why,
+                                   shown=shown)  # fmt: skip
+        await self.notebooks.wake(path)
         return call.to_dict()
+
+    async def asked_read(self, ctx: Any, path: str, shown: str, arguments: dict) -> str | None:
+        """A read that waits for the person (their token's policy or the cap says so)."""
+        if not self.caller().reads_ask:
+            return None
+        waiting = await self.gated(ctx, "read", path, {"code": shown, **arguments},
+                                   f"read {shown} in the notebook")  # fmt: skip
+        return json.dumps(waiting)
+
+
+def _add_reads(kit: _Toolkit) -> None:
+    """The tools that read: the notebooks, a notebook's cells, its kernel's variables."""
+    from mcp.server.mcpserver import Context
+
+    notebooks, tool, reads = kit.notebooks, kit.tool, kit.reads
 
     @tool(reads)
     async def list_notebooks() -> dict:
         """The notebooks open with a running kernel that this token may use."""
-        token = caller()
+        token = kit.caller()
         token.check(None, "read")
-        found = [s for s in await notebooks.sessions() if await within(token, s.path)]
+        found = [s for s in await notebooks.sessions() if await kit.within(token, s.path)]
         return {"notebooks": [{"path": s.path, "kernel": s.kernel_name, "language": s.language,
                                "state": s.state} for s in found]}  # fmt: skip
-
-    async def asked_read(ctx: Any, path: str, shown: str, arguments: dict) -> str | None:
-        """A read that waits for the person (their token's policy or the cap says so)."""
-        if not caller().reads_ask:
-            return None
-        waiting = await gated(ctx, "read", path, {"code": shown, **arguments},
-                              f"read {shown} in the notebook")  # fmt: skip
-        return json.dumps(waiting)
 
     @tool(reads)
     async def read_cells(path: str, ctx: Context, start: int = 0, count: int = 20) -> str:
@@ -196,10 +221,11 @@ def build(
 
         ``start`` is the first cell's index, ``count`` how many (at most 50).
         """
-        await in_scope(path, "read")
-        asked = await asked_read(ctx, path, f"read_cells(start={int(start)}, count={int(count)})",
-                                 {"read": "read_cells", "start": int(start),
-                                  "count": int(count)})  # fmt: skip
+        await kit.in_scope(path, "read")
+        asked = await kit.asked_read(ctx, path,
+                                     f"read_cells(start={int(start)}, count={int(count)})",
+                                     {"read": "read_cells", "start": int(start),
+                                      "count": int(count)})  # fmt: skip
         if asked is not None:
             return asked
         try:
@@ -211,8 +237,8 @@ def build(
     @tool(reads)
     async def list_variables(path: str, ctx: Context) -> str:
         """The variables of the notebook's kernel: name, type and size, no values."""
-        await session_of(path, "read")
-        asked = await asked_read(ctx, path, "list_variables()", {"read": "list_variables"})
+        await kit.session_of(path, "read")
+        asked = await kit.asked_read(ctx, path, "list_variables()", {"read": "list_variables"})
         return asked or await _in_kernel(notebooks, path, "variables_text")
 
     @tool(reads)
@@ -223,14 +249,21 @@ def build(
         an array, a list) is described by type, shape and dtype only: a read runs
         none of the notebook's code.
         """
-        await session_of(path, "read")
+        await kit.session_of(path, "read")
         if not isinstance(name, str) or not name.isidentifier():
             raise InputError(f"{name[:40]!r} is not a variable name; list_variables shows them")
-        asked = await asked_read(ctx, path, f"describe_variable({name!r})",
-                                 {"read": "describe_variable", "name": name})  # fmt: skip
+        asked = await kit.asked_read(ctx, path, f"describe_variable({name!r})",
+                                     {"read": "describe_variable", "name": name})  # fmt: skip
         return asked or await _in_kernel(notebooks, path, "describe_text", name)
 
-    @tool(changes)
+
+def _add_changes(kit: _Toolkit) -> None:
+    """The tools that change something: each returns a handle to a call the person answers."""
+    from mcp.server.mcpserver import Context
+
+    notebooks, tool, gated = kit.notebooks, kit.tool, kit.gated
+
+    @tool(kit.changes)
     async def run_code(path: str, code: str, why: str, ctx: Context) -> dict:
         """Run Python code in the notebook's kernel once the person says yes.
 
@@ -239,7 +272,7 @@ def build(
         """
         return await gated(ctx, "run_code", path, {"code": _code(code)}, why)
 
-    @tool(adds)
+    @tool(kit.adds)
     async def insert_cell(path: str, source: str, why: str, ctx: Context,
                           index: int | None = None, cell_type: str = "code") -> dict:  # fmt: skip
         """Insert a cell (not run) at ``index`` (None: at the end), once the person says yes."""
@@ -248,30 +281,35 @@ def build(
         arguments = {"code": _code(source), "index": index, "cell_type": cell_type}
         return await gated(ctx, "insert_cell", path, arguments, why)
 
-    @tool(changes)
+    @tool(kit.changes)
     async def edit_cell(path: str, cell_id: str, source: str, why: str, ctx: Context) -> dict:
         """Replace a cell's source (by the id read_cells gives), once the person says yes."""
-        await in_scope(path, "edit")
+        await kit.in_scope(path, "edit")
         old = await _cell_source(notebooks, path, cell_id)
         arguments = {"code": _code(source), "cell_id": cell_id, "saved": old}
         shown = f"The cell now holds, as saved:\n\n{fence(old, 'python')}\n\n{REPLACES}"
         return await gated(ctx, "edit_cell", path, arguments, why, shown)
 
-    @tool(changes)
+    @tool(kit.changes)
     async def execute_cell(path: str, cell_id: str, why: str, ctx: Context) -> dict:
         """Run a cell of the notebook, as saved, once the person says yes."""
-        await in_scope(path, "execute")
+        await kit.in_scope(path, "execute")
         source = await _cell_source(notebooks, path, cell_id)
         shown = f"Run sets the cell to this source, as saved, and runs it. {REPLACES}"
         return await gated(ctx, "execute_cell", path, {"code": source, "cell_id": cell_id}, why,
                            shown)  # fmt: skip
 
-    @tool(reads)
+
+def _add_status(kit: _Toolkit) -> None:
+    """``call_status``: how a call that waited for the person ended (listed last)."""
+    gate = kit.gate
+
+    @kit.tool(kit.reads)
     async def call_status(handle: str, wait_seconds: float = 0) -> dict:
         """The state of a call that waits for the person: waiting, running, done, rejected
         or failed, with the person's answer and the result. Waits up to ``wait_seconds``
         (at most 20) for it to end."""
-        token = caller()
+        token = kit.caller()
         deadline = time.monotonic() + max(0.0, min(float(wait_seconds), MAX_WAIT))
         stamp = gate().stamp(handle)
         call = gate().status(token, handle)
@@ -280,10 +318,8 @@ def build(
             stamp = gate().stamp(handle)
             call = gate().status(token, handle)
         if call.state == "waiting":  # a restarted kernel shows it again; none running: later
-            await notebooks.wake(call.notebook)
+            await kit.notebooks.wake(call.notebook)
         return _status(call)
-
-    return server
 
 
 def current_caller() -> AgentToken:

@@ -10,7 +10,8 @@ from typing import Any, TypeVar
 from ._anthropic import PromptCache
 from ._anthropic import prompt_tokens as anthropic_prompt_tokens
 from ._demo import default_answer
-from ._handler import Handler, HTTPServer
+from ._handler import Handler
+from ._http import HTTPServer
 from ._protocols import Answer, count_prompt_tokens
 from ._record import RecordedRequest
 from ._script import Body, Reply, split_words
