@@ -132,8 +132,9 @@ class FollowingPanel(PanelState):
     def _load_threads(self, select: int | None, *, render: bool = True) -> None:
         """List the threads again and select ``select`` (or the newest, if it is gone)."""
         # The store's list: Chat.threads() would wait for titles under way.
-        infos = self.chat.store.threads()
+        # The stamp first: a write between it and the listing shows on the next look.
         self._stamp = self.chat.store.change_stamp()
+        infos = self.chat.store.threads()
         self._infos = {info.id: info for info in infos}
         if select not in self._infos:
             select = infos[0].id if infos else None
