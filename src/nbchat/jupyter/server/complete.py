@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
 from typing import Any
@@ -28,7 +29,8 @@ from tornado import web
 from ...agents.server import kernel_text
 from ...base._across import COMPLETE_ROUTE
 from ...base._secrets import cut_scrubbed, scrub
-from ...base.config import resolve
+from ...base.config import ENV_BASE_URL, Settings, resolve
+from ...base.connections import load_all
 from ...base.errors import NbchatError
 from ...llm._stop import StopSignal
 from ...llm.client import LLMClient
@@ -51,7 +53,7 @@ class Completions:
         self._variables_seen: dict[str, tuple[float, str]] = {}
 
     def client(self) -> LLMClient:
-        settings = resolve()
+        settings = suggestion_settings()
         with self._lock:
             if self._client is None or self._client[0] != settings:
                 self._client = (settings, LLMClient(settings))
@@ -85,6 +87,18 @@ class Completions:
 
     async def _variables(self, path: str) -> str:
         return await kernel_text(self.notebooks, path, "variables_text")
+
+
+def suggestion_settings() -> Settings:
+    """The endpoint and model chosen for suggestions in the Connect dialog, else the chat's."""
+    if not os.environ.get(ENV_BASE_URL, "").strip():
+        found = load_all()
+        chosen = found.suggestions
+        connected = found.endpoints.get(chosen.endpoint) if chosen else None
+        if chosen is not None and connected is not None:
+            return resolve(base_url=connected.base_url, provider=connected.provider,
+                           model=chosen.model)  # fmt: skip
+    return resolve()
 
 
 def _request(body: Any) -> tuple[Infill, str, list[str]]:

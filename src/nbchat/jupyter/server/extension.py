@@ -52,3 +52,6 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     notebooks = _agent_endpoint.ServerNotebooks(serverapp)
     _agent_endpoint.add_routes(serverapp, notebooks)  # outside agents' MCP, at nbchat/mcp
     _completion_endpoint.add_routes(serverapp, notebooks)  # code suggestions, at nbchat/complete
+    from . import connect as _connect_endpoint
+
+    _connect_endpoint.add_routes(serverapp)  # the Connect dialog's, at nbchat/connections
