@@ -1,8 +1,8 @@
 /**
  * nbchat in JupyterLab: open the chat panel for the active notebook's kernel
  * (a left sidebar icon, a launcher tile, a palette command, a shortcut), and the
- * comm target through which that kernel may change its notebook, and code
- * suggestions as ghost text.
+ * comm target through which that kernel may change its notebook, code
+ * suggestions as ghost text, and the Connect dialog (`connect.ts`).
  */
 import { ILabShell, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICommandPalette, Notification } from '@jupyterlab/apputils';
@@ -15,9 +15,11 @@ import { Widget } from '@lumino/widgets';
 
 import { CommTargets } from './bridge';
 import { registerSuggestions } from './completion';
+import { CONNECT_EVENT, plugIcon, showConnect } from './connect';
 import { openChat } from './open';
 
 const COMMAND = 'nbchat:open-chat';
+const CONNECT_COMMAND = 'nbchat:connect';
 const LABEL = 'nbchat: Open chat for this notebook';
 const SIDEBAR_ID = 'nbchat-sidebar';
 
@@ -120,8 +122,22 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     });
 
+    app.commands.addCommand(CONNECT_COMMAND, {
+      label: args => (args.isLauncher ? 'Connect a model' : 'nbchat: Connect a model\u2026'),
+      caption: 'Connect a model endpoint once: its key is kept by the Jupyter server, for every new kernel',
+      icon: args => (args.isPalette ? undefined : plugIcon),
+      execute: () => showConnect(app.serviceManager.serverSettings)
+    });
+    // The chat panel's plug button asks for the dialog with a cancelable event on document.
+    document.addEventListener(CONNECT_EVENT, event => {
+      event.preventDefault();
+      void app.commands.execute(CONNECT_COMMAND);
+    });
+
     palette?.addItem({ command: COMMAND, category: 'nbchat' });
+    palette?.addItem({ command: CONNECT_COMMAND, category: 'nbchat' });
     launcher?.add({ command: COMMAND, category: 'Other', rank: 50, args: { isLauncher: true } });
+    launcher?.add({ command: CONNECT_COMMAND, category: 'Other', rank: 51, args: { isLauncher: true } });
     if (labShell) {
       let restored = false;
       void app.restored.then(() => (restored = true));
