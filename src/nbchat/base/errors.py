@@ -5,7 +5,8 @@
     NbchatError
     ├── ConfigError                    a setting is missing or malformed
     │   ├── ModelNotAllowed            the administrator's policy excludes that model
-    │   └── EndpointMismatch           a model or thread belongs to another provider
+    │   ├── EndpointMismatch           a model or thread belongs to another provider
+    │   └── KeyStoreError              a kept API key cannot be read or written where it is kept
     ├── InputError (ValueError)        bad argument: wrong type, empty title, unknown role
     ├── LLMError                       talking to the model endpoint failed
     │   ├── LLMConnectError            nothing answers at the URL
@@ -82,6 +83,23 @@ class ModelNotAllowed(ConfigError):
     def __init__(self, message: str, *, model: str | None = None) -> None:
         super().__init__(message)
         self.model = model
+
+
+class KeyStoreError(ConfigError):
+    """An endpoint's API key cannot be read or kept: the system keyring refused, or the keys file.
+
+    ``.name`` is the endpoint's name; ``.reason`` one word: ``locked`` (the
+    keyring is locked), ``refused``, ``missing`` (no keyring works here),
+    ``broken`` (the keyring failed), ``damaged`` (the keys file is not one
+    nbchat wrote), ``busy`` (another process held the file's lock) or
+    ``unusable`` (a name, a key or a setting is not one nbchat can keep).
+    Never the key.
+    """
+
+    def __init__(self, message: str, *, name: str | None = None, reason: str = "") -> None:
+        super().__init__(message)
+        self.name = name
+        self.reason = reason
 
 
 class InputError(NbchatError, ValueError):
