@@ -23,6 +23,7 @@ from ..context import as_items
 from ..llm import LLMClient
 from ..llm._stop import StopSignal
 from ..llm.local import BUNDLED_ALIAS
+from ..llm.routed import client_for
 from ..mcp.tools import Selection, mcp_tool_named, mcp_tools
 from ..store.base import Thread, Turn
 from ..tools import BUILTIN_CLIENT_TOOLS, ClientTool, Toolbox, ToolContext
@@ -98,7 +99,7 @@ class _Engine:
     def llm(self) -> LLMClient:
         """The endpoint client, resolved on first use (this may start the demo model)."""
         if self._llm is None:
-            self._llm = LLMClient(resolve(**self._explicit))  # type: ignore[arg-type]
+            self._llm = client_for(self._explicit)
             self.settings = self._llm.settings
         return self._llm
 
