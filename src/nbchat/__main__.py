@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
+from . import _keys_cli
 from .base._visible import TerminalStream, for_terminal
 from .base.errors import InputError, InvalidToolAnswer, NbchatError
 from .base.events import (
@@ -123,7 +124,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     answer.add_argument("--call", help="the call id when several wait")
     _store_parser(sub)
     _agent_parsers(sub)
+    _keys_cli.add_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "keys":
+        return _keys_cli.run(args)
     if args.command == "store":
         return _store(args)
     if args.command == "mcp":
