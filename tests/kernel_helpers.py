@@ -48,6 +48,7 @@ def kernel_env(root: Path, **overrides: str | None) -> dict[str, str]:
         env[name] = str(root / sub)
     env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"  # debugpy's frozen-modules note on stderr
     env["JUPYTER_PLATFORM_DIRS"] = "1"
+    env["NBCHAT_KEYS"] = "file"  # kept keys go to a file under root, never the machine's keyring
     for name, value in overrides.items():
         if value is None:
             env.pop(name, None)

@@ -283,7 +283,8 @@ def test_key_asks_at_a_hidden_prompt_and_the_key_is_used_but_shown_nowhere(
         kernel.ok(f"%config ChatMagics.base_url = {url!r}")
         try:
             refused = kernel.run("%chat -n before the key")
-            given = kernel.ok("%chat --key", stdin=lambda request: key)
+            given = kernel.ok("%chat --key",
+                              stdin=lambda request: key if request["password"] else "n")
             asked_after = kernel.ok("%chat -n after the key", interactive=False)
             probe = kernel.ok("import os\nprint(sum('typed-at' in v for v in os.environ.values()))")
         finally:
@@ -292,9 +293,9 @@ def test_key_asks_at_a_hidden_prompt_and_the_key_is_used_but_shown_nowhere(
     elsewhere = kernel.ok("%chat -n another endpoint", interactive=False)
     assert [r.headers.get("Authorization") for r in asked(server)] == [None]  # not sent there
     assert "NBCHAT_API_KEY" in one_line_error(refused)
-    assert given.input_requests == [
-        {"prompt": "API key (hidden; kept in this kernel's memory only): ", "password": True}
-    ]
+    assert given.input_requests[0] == {"prompt": "API key (hidden): ", "password": True}
+    assert given.input_requests[1]["prompt"].startswith("Remember it for 127.0.0.1-")
+    assert given.input_requests[1]["prompt"].endswith("? [y/N] ")
     assert given.stdout == (
         f"The key for {url} is set in this kernel's memory only; it was not shown and "
         "is saved nowhere.\n"

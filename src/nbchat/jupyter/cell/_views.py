@@ -216,6 +216,19 @@ def models_list(models: Sequence[str], default: str | None) -> tuple[SafeHTML, s
     return markup.element("ul", items), "\n".join(marks)
 
 
+def grouped_models_list(groups: Sequence[Any], default: str | None) -> tuple[SafeHTML, str]:
+    """Each connected endpoint's models (``EndpointModels``), under its name, as HTML and text."""
+    parts, plain = [], []
+    for group in groups:
+        body, text = models_list(group.models, default)
+        if group.error:
+            body, text = markup.text(group.error, cls="nbchat-dim", block=True), group.error
+        parts.append(markup.join([markup.element("div", markup.element("b", group.label)),
+                                  body]))  # fmt: skip
+        plain.append(f"{group.label}:\n" + "\n".join(f"  {line}" for line in text.splitlines()))
+    return markup.join(parts), "\n".join(plain)
+
+
 def _cell(source: str, thread: int, turn: int | None, role: str) -> dict[str, Any]:
     suffix = "title" if turn is None else f"{turn}-{role}"
     return {

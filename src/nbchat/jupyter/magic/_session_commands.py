@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["KEY_NO_STDIN", "KEY_PROMPT", "ask_key", "list_mcp", "list_models", "open_panel",
            "panel_for"]  # fmt: skip
 
-KEY_PROMPT = "API key (hidden; kept in this kernel's memory only): "
+KEY_PROMPT = "API key (hidden): "
 KEY_NO_STDIN = (
     "%chat --key asks at a hidden prompt, and this notebook cannot show one (it runs "
     "without a person, e.g. under nbclient); set NBCHAT_API_KEY in the environment "
@@ -62,16 +62,46 @@ def ask_key(magics: ChatMagics, opts: Any, text: str) -> None:
         raise UsageError("no key given; nothing changed")
     remember(key)
     magics.chats.set_key(endpoint, key)
-    print(f"The key for {redact_url(endpoint)} is set in this kernel's memory only; "
-          f"it was not shown and is saved nowhere.")
+    kept = _offer_to_keep(endpoint, key)
+    if kept:
+        print(f"The key for {redact_url(endpoint)} is set, and kept for {kept}: new kernels "
+              f"use it without --key. It was not shown.")
+    else:
+        print(f"The key for {redact_url(endpoint)} is set in this kernel's memory only; "
+              f"it was not shown and is saved nowhere.")
+
+
+def _offer_to_keep(endpoint: str, key: str) -> str:
+    """Ask whether to keep ``key`` for ``endpoint``; what it is kept as and where, or ""."""
+    from IPython.core.error import StdinNotImplementedError
+
+    from ...base import connections
+    from ...base.config import resolve
+    from ...base.keys import key_store
+
+    store = key_store()
+    name = connections.name_for(endpoint)
+    try:
+        answer = input(f"Remember it for {name} in {store.where()}? [y/N] ")
+    except (StdinNotImplementedError, EOFError):
+        return ""
+    if answer.strip().lower() not in ("y", "yes"):
+        return ""
+    store.set(name, key)
+    connections.connect_url(name, endpoint, resolve(base_url=endpoint).provider)
+    return f"{name} in {store.where()}"
 
 
 def list_models(magics: ChatMagics, opts: Any, text: str) -> None:
     """``%chat --models``: the endpoint's models, the default marked."""
-    from ..cell._views import models_list
+    from ...llm.routed import RoutedClient
+    from ..cell._views import grouped_models_list, models_list
 
     chat = magics.chat
-    body, plain = models_list(chat.list_models(), chat.llm.default_model())
+    if isinstance(chat.llm, RoutedClient):
+        body, plain = grouped_models_list(chat.llm.endpoint_models(), chat.llm.default_model())
+    else:
+        body, plain = models_list(chat.list_models(), chat.llm.default_model())
     display(markup.bundle(body, plain), raw=True)
 
 

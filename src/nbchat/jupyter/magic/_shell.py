@@ -55,7 +55,10 @@ def echoed(shell: Any) -> bool:
 
 
 def environment() -> tuple[tuple[str, str], ...]:
-    """The environment variables a Chat reads, to notice ``%env`` changes."""
+    """The environment variables a Chat reads, to notice ``%env`` changes, and the connections
+    file's and kept keys' stamps, to notice an endpoint connected meanwhile."""
+    from ...base.connections import stamp
+
     names = ("OPENAI_API_KEY", "JUPYTERHUB_USER")
-    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("NBCHAT_")
-                        or k in names))
+    return (*sorted((k, v) for k, v in os.environ.items() if k.startswith("NBCHAT_")
+                    or k in names), ("connections", stamp()))  # fmt: skip
