@@ -156,3 +156,16 @@ def test_a_model_is_found_by_family() -> None:
     assert connections.endpoint_for_model(found, "claude-sonnet-4-5").name == "work"
     assert connections.endpoint_for_model(found, "gpt-4o").name == "oa"
     assert connections.endpoint_for_model(found, "llama3") is None
+
+
+def test_the_panel_picker_groups_models_by_endpoint(
+    two: tuple[ScriptedServer, ScriptedServer],
+) -> None:
+    from nbchat.jupyter.panel.widget import ChatPanel
+
+    panel = ChatPanel(chat=Chat())
+    assert [(g["endpoint"], g["models"]) for g in panel.model_groups] == [
+        ("alpha", ["alpha-1"]), ("beta", ["beta-1"])]
+    assert panel.models == ["alpha-1", "beta-1"] and panel.model == "alpha-1"
+    panel._handle_custom_msg({"event": "connect_elsewhere"}, [])
+    assert "python -m nbchat keys set" in panel.status_text

@@ -15,7 +15,7 @@ the message (benchmarks/panel_browser.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
@@ -23,6 +23,7 @@ import ipywidgets as widgets
 from ...base import markup
 from ...base.errors import InputError, NbchatError
 from ...engine._usage import Price, thread_usage_line
+from ...llm.routed import RoutedClient
 from ...mcp.tools import servers_line
 from ...store.base import Thread, ThreadInfo
 from ..cell.prompts import hosting, show_tool_prompts
@@ -72,6 +73,11 @@ class FollowingPanel(PanelState):
         """Show ``error`` in the status line."""
         self._set_status(f"{markup.MARK_PROBLEM} {error}", "error")
 
+    def say_how_to_connect(self) -> None:
+        """Where no JupyterLab dialog opened: how to connect a model from a terminal."""
+        self._set_status("Connect a model in JupyterLab (palette: nbchat: Connect a model…), "
+                         "or in a terminal: python -m nbchat keys set openai", "dim")
+
     def refresh(self, select: int | None = None) -> None:
         """Reload the threads and models (threads made elsewhere, e.g. by ``%chat``)."""
         self._set_status("")
@@ -105,12 +111,18 @@ class FollowingPanel(PanelState):
             self.show_error(error)
 
     def _load_models(self) -> None:
+        groups = []
         try:
+            if isinstance(self.chat.llm, RoutedClient):
+                groups = [{**asdict(g), "models": list(g.models)}
+                          for g in self.chat.llm.endpoint_models()]
             models = list(self.chat.list_models())
         except NbchatError as error:
             self.show_error(error)
             models = []
-        self._set_models(models, self.model or self._default_model(models))
+        with self.hold_sync():
+            self.model_groups = groups
+            self._set_models(models, self.model or self._default_model(models))
 
     def _default_model(self, models: list[str]) -> str | None:
         if self.chat.settings.model:

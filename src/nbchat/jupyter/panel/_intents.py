@@ -24,6 +24,7 @@ INTENTS = {
     "new": "new_thread", "delete": "delete", "confirm_delete": "accept_confirm",
     "cancel_delete": "cancel_delete", "earlier": "show_earlier", "refresh": "refresh",
     "variables": "refresh_variables", "close_preview": "close_preview", "stop": "stop",
+    "connect_elsewhere": "say_how_to_connect",
 }  # fmt: skip
 
 

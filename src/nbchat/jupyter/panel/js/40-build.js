@@ -50,8 +50,9 @@ function buildThreads(deleteButton) {
   search.setAttribute("aria-label", "Search threads");
   const popNew = iconButton("plus", "New thread", "nbchat-new");
   const popRefresh = iconButton("refresh", "Reload threads and models", "nbchat-refresh");
+  const popConnect = iconButton("plug", "Connect a model…", "nbchat-connect");
   const popBar = node("div", "nbchat-pop-bar");
-  popBar.append(search, popNew, popRefresh);
+  popBar.append(search, popNew, popRefresh, popConnect);
   const threadList = node("ul", "nbchat-threads");
   threadList.setAttribute("role", "listbox");
   threadList.setAttribute("aria-label", "Threads");
@@ -59,7 +60,7 @@ function buildThreads(deleteButton) {
   const popFoot = node("div", "nbchat-pop-foot");
   popFoot.appendChild(deleteButton);
   threadsPop.append(popBar, threadList, popFoot);
-  return { threadsPop, search, popNew, popRefresh, threadList };
+  return { threadsPop, search, popNew, popRefresh, popConnect, threadList };
 }
 
 // -- conversation, and the status lines under it

@@ -146,11 +146,25 @@ function drawStatus(v) {
 function drawModels(v) {
   const { model, picker } = v;
   const value = model.get("model");
-  picker.replaceChildren(...model.get("models").map((name) => {
-    const option = node("option", "", name);
-    option.value = name;
-    return option;
-  }));
+  const option = (name) => {
+    const made = node("option", "", name);
+    made.value = name;
+    return made;
+  };
+  const groups = model.get("model_groups");
+  if (groups.length > 1) {
+    // One group per connected endpoint; a model listed by two is offered by the first.
+    const seen = new Set();
+    picker.replaceChildren(...groups.map((group) => {
+      const made = node("optgroup");
+      made.label = group.error ? `${group.label} (${group.error})` : group.label;
+      made.append(...group.models.filter((m) => !seen.has(m) && seen.add(m)).map(option));
+      return made;
+    }));
+    model.get("models").filter((m) => !seen.has(m)).forEach((m) => picker.append(option(m)));
+  } else {
+    picker.replaceChildren(...model.get("models").map(option));
+  }
   picker.value = value;
   picker.hidden = !model.get("models").length;
 }

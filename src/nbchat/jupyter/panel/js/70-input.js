@@ -137,6 +137,13 @@ function wireHeader(v) {
     intent("new");
   });
   listen(v.popRefresh, "click", () => intent("refresh"));
+  listen(v.popConnect, "click", () => {
+    closeThreads(v);
+    // JupyterLab's nbchat extension opens its dialog and takes the event; elsewhere the
+    // kernel says how to connect from a terminal.
+    const event = new CustomEvent("nbchat:connect", { cancelable: true });
+    if (document.dispatchEvent(event)) intent("connect_elsewhere");
+  });
   listen(v.newButton, "click", () => intent("new"));
   listen(v.deleteButton, "click", () => {
     closeThreads(v);

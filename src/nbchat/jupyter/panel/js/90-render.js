@@ -23,7 +23,7 @@ function follow(v) {
   on("change:status_text change:status_kind change:usage_text", () => drawStatus(v));
   on("change:gauge", () => drawGauge(v));
   on("change:tools_line", () => drawToolsLine(v));
-  on("change:models change:model", () => drawModels(v));
+  on("change:models change:model change:model_groups", () => drawModels(v));
   on("change:variables change:picked change:attachable", () => drawChips(v));
   on("change:prompts", () => drawPrompts(v));
   on("change:placeholder", () => { box.placeholder = model.get("placeholder"); });
