@@ -1,6 +1,6 @@
 """Where this kernel's Jupyter server announces the endpoints the administrator provides.
 
-The server (:mod:`nbchat.jupyter.server.provided`) writes what it provides —
+nbchat's Jupyter Server extension writes what it provides —
 names, wire formats, models, never a key — with a token of its own to
 ``<jupyter runtime dir>/nbchat-server-<pid>.json`` (readable by the user
 only). A kernel finds its server by ``JPY_PARENT_PID`` and reaches a
