@@ -339,9 +339,13 @@ def _refused_key(settings: Settings, status: int) -> AuthenticationError:
         what = f"refused the API key from {settings.key_source}"
     else:
         what = f"needs an API key and none is set; set {settings.key_source}"
+    again = "in a notebook, give it with %chat --key"
+    if settings.connection and "provided" not in settings.key_source:
+        again = (f"give it again in JupyterLab's Connect dialog, or with python -m nbchat keys "
+                 f"set {settings.connection}")  # fmt: skip
     return AuthenticationError(
         f"the model endpoint at {settings.base_url} {what} (HTTP {status}); "
-        "check the key with your provider; in a notebook, give it with %chat --key",
+        f"check the key with your provider; {again}",
         url=settings.base_url,
     )
 
