@@ -114,3 +114,14 @@ def test_a_cookie_login_without_the_xsrf_header_is_refused(lab: JupyterLab) -> N
         assert browser.get(f"/{CONNECTIONS_ROUTE}").json()["endpoints"] == []
         allowed = browser.post(f"/{CONNECTIONS_ROUTE}", json=body, headers={"X-XSRFToken": xsrf})
         assert allowed.status_code == 200, allowed.text
+
+
+def test_the_dialog_spells_the_routes_and_the_event_as_the_server_does() -> None:
+    from nbchat.base import _across
+
+    tree = Path(__file__).resolve().parents[1]
+    source = (tree / "labextension" / "src" / "connect.ts").read_text()
+    for name in ("CONNECTIONS_ROUTE", "CONNECTIONS_TEST_ROUTE", "CONNECTIONS_CHOICE_ROUTE",
+                 "CONNECT_EVENT"):  # fmt: skip
+        assert f"export const {name} = '{getattr(_across, name)}';" in source
+    assert "innerHTML" not in source and "insertAdjacentHTML" not in source
