@@ -228,7 +228,7 @@ export class ConnectBody extends Widget {
     this.url.placeholder = preset.base_url ? '' : preset.kind === 'azure'
       ? 'https://RESOURCE.openai.azure.com (required)' : 'http://HOST:PORT/v1 (required)';
     this.url.required = !preset.base_url;
-    this.key.placeholder = (preset.needs_key ? 'required; ' : 'if it asks for one; ') + preset.key_hint;
+    this.key.placeholder = preset.needs_key ? `required; ${preset.key_hint}` : preset.key_hint || 'none needed';
     this.versionRow.hidden = preset.kind !== 'azure';
   }
 

@@ -11,7 +11,7 @@ from playwright.sync_api import Page, Response, expect
 
 from nbchat.testing import ScriptedServer
 
-from .jupyterlab import JupyterLab, start_jupyterlab
+from .jupyterlab import JupyterLab, screenshot, start_jupyterlab
 
 pytestmark = pytest.mark.e2e
 
@@ -89,6 +89,7 @@ def test_connect_a_model_in_the_dialog(page: Page, lab: JupyterLab,
     expect(endpoint).to_contain_text("chat: model-a")
     expect(endpoint).to_contain_text(f"suggestions: {HOSTILE}")
     assert page.locator("img[src=x]").count() == 0 and not alerts
+    screenshot(page, "connect-dialog/saved")
 
     page.locator(".jp-Dialog button", has_text="Close").click()
     expect(dialog).to_have_count(0)
