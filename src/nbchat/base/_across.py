@@ -11,6 +11,10 @@ from __future__ import annotations
 MCP_ROUTE = "nbchat/mcp"  # outside agents' MCP endpoint (Streamable HTTP)
 COMPLETE_ROUTE = "nbchat/complete"  # code suggestions for the inline completer
 STATIC_ROUTE = "nbchat/static/"  # the panel's script and style, for the page
+CONNECTIONS_ROUTE = "nbchat/connections"  # the endpoints connected once, for the Connect dialog
+CONNECTIONS_TEST_ROUTE = "nbchat/connections/test"  # list an endpoint's models with a key
+CONNECTIONS_CHOICE_ROUTE = "nbchat/connections/choice"  # the chat's and suggestions' models
+CONNECT_EVENT = "nbchat:connect"  # the DOM event on document that opens the Connect dialog
 KERNEL_API = "nbchat.jupyter.kernel_api"
 KERNEL_CALLS = ("variables_text", "describe_text", "wake", "open_from_lab")
 
