@@ -55,3 +55,6 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     from . import connect as _connect_endpoint
 
     _connect_endpoint.add_routes(serverapp)  # the Connect dialog's, at nbchat/connections
+    from . import provided as _provided_endpoints
+
+    _provided_endpoints.add_routes(serverapp)  # the administrator's, at nbchat/provided/<name>
