@@ -57,9 +57,9 @@ def test_connect_once_then_a_new_kernel_answers(tmp_path: Path, lab: JupyterLab,
 
     saved = answered("POST", CONNECTIONS_ROUTE, {**base, "key": KEY, "models": right["models"]})
     assert [(e["name"], e["key"], e["models"]) for e in saved["endpoints"]] == [
-        ("scripted", True, MODELS)]
+        ("scripted", saved["keys"], MODELS)]  # where the key is kept, never the key
     assert saved["chat"] == {"endpoint": "scripted", "model": "model-a"}
-    assert "keys.json" in saved["keys"]
+    assert "keys.json" in saved["keys"] and saved["own_allowed"] is True
     chosen = answered("PUT", CONNECTIONS_CHOICE_ROUTE,
                       {"chat": {"endpoint": "scripted", "model": "model-a"},
                        "suggestions": {"endpoint": "scripted", "model": "model-b"}})  # fmt: skip
@@ -99,7 +99,13 @@ def test_a_save_needs_the_key_store_and_a_usable_name(lab: JupyterLab) -> None:
     unknown = call(lab, "POST", CONNECTIONS_ROUTE, {"kind": "nonsense", "name": "x"})
     assert unknown.status_code == 400 and "kind" in unknown.json()["error"]
     no_url = call(lab, "POST", CONNECTIONS_TEST_ROUTE, {"kind": "compatible"})
-    assert no_url.status_code == 200 and "URL" in no_url.json()["error"]
+    assert no_url.status_code == 400 and "URL" in no_url.json()["error"]
+    with_password = call(lab, "POST", CONNECTIONS_ROUTE, {
+        "kind": "compatible", "name": "x", "base_url": "http://me:hunter2-secret@127.0.0.1:9/v1"})
+    assert with_password.status_code == 400 and "password" in with_password.json()["error"]
+    assert "hunter2" not in with_password.text
+    spaced = call(lab, "POST", CONNECTIONS_TEST_ROUTE, {"kind": "openai", "key": f"{KEY}\nx: y"})
+    assert spaced.status_code == 400 and KEY not in spaced.text
     assert call(lab, "GET", CONNECTIONS_ROUTE).json()["endpoints"] == []
 
 
@@ -125,3 +131,71 @@ def test_the_dialog_spells_the_routes_and_the_event_as_the_server_does() -> None
                  "CONNECT_EVENT"):  # fmt: skip
         assert f"export const {name} = '{getattr(_across, name)}';" in source
     assert "innerHTML" not in source and "insertAdjacentHTML" not in source
+
+
+def test_a_kept_key_goes_only_to_the_url_it_was_kept_for(
+    lab: JupyterLab, model_server: ScriptedServer
+) -> None:
+    base = {"kind": "compatible", "name": "kept", "base_url": model_server.url}
+    assert call(lab, "POST", CONNECTIONS_ROUTE, {**base, "key": KEY}).status_code == 200
+    with ScriptedServer(models=["elsewhere"]) as other:
+        moved = call(lab, "POST", CONNECTIONS_TEST_ROUTE, {**base, "base_url": other.url})
+        assert moved.json() == {"models": ["elsewhere"]}
+        assert [r.headers.get("Authorization") for r in other.requests] == [None]
+        saved = call(lab, "POST", CONNECTIONS_ROUTE, {**base, "base_url": other.url})
+        assert saved.status_code == 200, saved.text
+        (endpoint,) = saved.json()["endpoints"]
+        assert endpoint["base_url"] == other.url and endpoint["key"] is None  # forgotten
+    needs = call(lab, "POST", CONNECTIONS_ROUTE, {"kind": "openai", "name": "kept"})
+    assert needs.status_code == 400 and "key" in needs.json()["error"]
+    assert call(lab, "DELETE", f"{CONNECTIONS_ROUTE}/kept").status_code == 200
+    gone = call(lab, "DELETE", f"{CONNECTIONS_ROUTE}/kept")
+    assert gone.status_code == 404 and "kept" in gone.json()["error"]
+
+
+def test_an_azure_deployment_is_tried_with_one_token(
+    lab: JupyterLab, model_server: ScriptedServer
+) -> None:
+    base = {"kind": "azure", "base_url": model_server.ollama_url, "key": KEY,
+            "api_version": "2024-10-21"}  # fmt: skip
+    assert call(lab, "POST", CONNECTIONS_TEST_ROUTE, {**base, "models": ["model-b"]}).json() == {
+        "models": ["model-b"]}
+    (asked,) = model_server.chat_requests
+    assert asked.path == "/openai/deployments/model-b/chat/completions?api-version=2024-10-21"
+    assert asked.headers.get("api-key") == KEY and asked.body["max_tokens"] == 1
+    missing = call(lab, "POST", CONNECTIONS_TEST_ROUTE, {**base, "models": ["no-such"]}).json()
+    assert set(missing) == {"error"} and "no-such" in missing["error"]
+    unnamed = call(lab, "POST", CONNECTIONS_TEST_ROUTE, base).json()
+    assert "deployment" in unnamed["error"]
+    wrong = call(lab, "POST", CONNECTIONS_TEST_ROUTE, {**base, "key": WRONG, "models": ["model-b"]})
+    assert "refused the API key" in wrong.json()["error"] and WRONG not in wrong.text
+
+
+PROVIDED_CONFIG = """\
+c.NbchatProvided.endpoints = {{"course": {{"provider": "openai", "base_url": {url!r},
+                                          "key": {key!r}, "models": ["model-a"]}}}}
+c.NbchatProvided.allow_own = False
+"""
+
+
+def test_where_the_administrator_provides_the_endpoints_people_add_none(
+    tmp_path: Path, model_server: ScriptedServer
+) -> None:
+    config = tmp_path / "lab" / "config"
+    config.mkdir(parents=True)
+    (config / "jupyter_server_config.py").write_text(
+        PROVIDED_CONFIG.format(url=model_server.url, key=KEY))
+    with start_jupyterlab(tmp_path / "lab", env={"NBCHAT_KEYS": "file"}) as lab:
+        listed = call(lab, "GET", CONNECTIONS_ROUTE)
+        assert KEY not in listed.text
+        data = listed.json()
+        assert data["own_allowed"] is False
+        assert [(e["name"], e["provided"], bool(e["key"])) for e in data["endpoints"]] == [
+            ("course", True, True)]
+        own = call(lab, "POST", CONNECTIONS_ROUTE, {"kind": "ollama", "name": "mine"})
+        assert own.status_code == 403 and "administrator" in own.json()["error"]
+        theirs = call(lab, "DELETE", f"{CONNECTIONS_ROUTE}/course")
+        assert theirs.status_code == 403
+        chosen = call(lab, "PUT", CONNECTIONS_CHOICE_ROUTE,
+                      {"suggestions": {"endpoint": "course", "model": "model-a"}})  # fmt: skip
+        assert chosen.status_code == 400 and "c.NbchatProvided.suggestions" in chosen.text
