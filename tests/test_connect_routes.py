@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from e2e.jupyterlab import JupyterLab, free_port, start_jupyterlab
 from kernel_helpers import Kernel, kernel_env
-from nbchat.base._across import CONNECTIONS_CHOICE_ROUTE, CONNECTIONS_ROUTE, CONNECTIONS_TEST_ROUTE
+from nbchat.base._across import (
+    COMPLETE_ROUTE,
+    CONNECTIONS_CHOICE_ROUTE,
+    CONNECTIONS_ROUTE,
+    CONNECTIONS_TEST_ROUTE,
+)
 from nbchat.testing import Reply, ScriptedServer
 
 KEY = "sk-right-connect-0123456789abcdef"
@@ -34,6 +40,16 @@ def lab(tmp_path: Path) -> JupyterLab:
 def call(lab: JupyterLab, method: str, route: str, body: object = None) -> httpx.Response:
     return httpx.request(method, f"{lab.url}/{route}", json=body, timeout=30,
                          headers={"Authorization": f"token {lab.token}"})  # fmt: skip
+
+
+def suggest(lab: JupyterLab, model_server: ScriptedServer) -> list[Any]:
+    """Ask nbchat/complete for a suggestion; the requests it made to the model server."""
+    before = len(model_server.requests)
+    answer = call(lab, "POST", COMPLETE_ROUTE, {"prefix": "def add(a, b):\n    return ",
+                                                "suffix": ""})  # fmt: skip
+    assert answer.status_code == 200 and KEY not in answer.text
+    assert json.loads(answer.text.splitlines()[-1]) == {"done": True}, answer.text
+    return [r for r in model_server.requests[before:] if r.model]
 
 
 def test_connect_once_then_a_new_kernel_answers(tmp_path: Path, lab: JupyterLab,
@@ -64,6 +80,9 @@ def test_connect_once_then_a_new_kernel_answers(tmp_path: Path, lab: JupyterLab,
                       {"chat": {"endpoint": "scripted", "model": "model-a"},
                        "suggestions": {"endpoint": "scripted", "model": "model-b"}})  # fmt: skip
     assert chosen["suggestions"] == {"endpoint": "scripted", "model": "model-b"}
+    asked = suggest(lab, model_server)
+    assert {r.model for r in asked} == {"model-b"}  # the suggestions' own model, its kept key
+    assert {r.headers.get("Authorization") for r in asked} == {f"Bearer {KEY}"}
     kept = answered("POST", CONNECTIONS_TEST_ROUTE, {"kind": "compatible", "name": "scripted",
                                                      "base_url": model_server.url})  # fmt: skip
     assert kept == {"models": MODELS}  # the kept key, never sent back
@@ -185,7 +204,12 @@ def test_where_the_administrator_provides_the_endpoints_people_add_none(
     config.mkdir(parents=True)
     (config / "jupyter_server_config.py").write_text(
         PROVIDED_CONFIG.format(url=model_server.url, key=KEY))
-    with start_jupyterlab(tmp_path / "lab", env={"NBCHAT_KEYS": "file"}) as lab:
+    theirs = ScriptedServer(models=["own-model"]).start()  # the person's, never asked here
+    (config / "nbchat").mkdir()
+    (config / "nbchat" / "connections.json").write_text(json.dumps({
+        "endpoints": {"mine": {"provider": "openai", "base_url": theirs.url}},
+        "suggestions": {"endpoint": "mine", "model": "own-model"}}))
+    with theirs, start_jupyterlab(tmp_path / "lab", env={"NBCHAT_KEYS": "file"}) as lab:
         listed = call(lab, "GET", CONNECTIONS_ROUTE)
         assert KEY not in listed.text
         data = listed.json()
@@ -194,8 +218,12 @@ def test_where_the_administrator_provides_the_endpoints_people_add_none(
             ("course", True, True)]
         own = call(lab, "POST", CONNECTIONS_ROUTE, {"kind": "ollama", "name": "mine"})
         assert own.status_code == 403 and "administrator" in own.json()["error"]
-        theirs = call(lab, "DELETE", f"{CONNECTIONS_ROUTE}/course")
-        assert theirs.status_code == 403
+        removed = call(lab, "DELETE", f"{CONNECTIONS_ROUTE}/course")
+        assert removed.status_code == 403
         chosen = call(lab, "PUT", CONNECTIONS_CHOICE_ROUTE,
                       {"suggestions": {"endpoint": "course", "model": "model-a"}})  # fmt: skip
         assert chosen.status_code == 400 and "c.NbchatProvided.suggestions" in chosen.text
+        asked = suggest(lab, model_server)  # the administrator's, with its key, here
+        assert {(r.model, r.headers.get("Authorization")) for r in asked} == {
+            ("model-a", f"Bearer {KEY}")}
+        assert not theirs.requests

@@ -31,10 +31,12 @@ from ...base._across import COMPLETE_ROUTE
 from ...base._secrets import cut_scrubbed, scrub
 from ...base.config import ENV_BASE_URL, Settings, resolve
 from ...base.connections import load_all
-from ...base.errors import NbchatError
+from ...base.errors import ConfigError, NbchatError
 from ...llm._stop import StopSignal
 from ...llm.client import LLMClient
 from ...llm.fim import Infill, iter_infill
+from .connect import everything
+from .provided import provided_settings
 
 ROUTE = COMPLETE_ROUTE
 MAX_CELLS = 20
@@ -46,14 +48,15 @@ VARIABLES_FOR = 10.0  # seconds a kernel's variables are reused: a pause in typi
 class Completions:
     """The endpoint client the suggestions share, rebuilt when the settings change."""
 
-    def __init__(self, notebooks: Any) -> None:
+    def __init__(self, notebooks: Any, serverapp: Any = None) -> None:
         self.notebooks = notebooks
+        self.serverapp = serverapp
         self._client: tuple[Any, LLMClient] | None = None
         self._lock = threading.Lock()
         self._variables_seen: dict[str, tuple[float, str]] = {}
 
     def client(self) -> LLMClient:
-        settings = suggestion_settings()
+        settings = suggestion_settings(self.serverapp)
         with self._lock:
             if self._client is None or self._client[0] != settings:
                 self._client = (settings, LLMClient(settings))
@@ -89,15 +92,30 @@ class Completions:
         return await kernel_text(self.notebooks, path, "variables_text")
 
 
-def suggestion_settings() -> Settings:
-    """The endpoint and model chosen for suggestions in the Connect dialog, else the chat's."""
-    if not os.environ.get(ENV_BASE_URL, "").strip():
-        found = load_all()
-        chosen = found.suggestions
-        connected = found.endpoints.get(chosen.endpoint) if chosen else None
-        if chosen is not None and connected is not None:
-            return resolve(base_url=connected.base_url, provider=connected.provider,
-                           model=chosen.model)  # fmt: skip
+def suggestion_settings(serverapp: Any = None) -> Settings:
+    """The endpoint and model chosen for suggestions (in the Connect dialog, else by the
+    administrator), else the chat's; ``NBCHAT_BASE_URL`` wins, as for the chat.
+
+    An endpoint this server provides is asked with its real key, here; where the
+    administrator allows no endpoint of people's own, theirs is never used.
+    """
+    if os.environ.get(ENV_BASE_URL, "").strip():
+        return resolve()
+    found, allowed = everything(serverapp) if serverapp is not None else (load_all(), True)
+    chosen = found.suggestions or found.chat
+    connected = found.get(chosen.endpoint) if chosen is not None else None
+    model = chosen.model if chosen is not None and connected is not None else None
+    if connected is None and not allowed:
+        connected = next(iter(found.endpoints.values()), None)
+        if connected is None:
+            raise ConfigError("the administrator allows only the endpoints this Jupyter server "
+                              "provides, and it provides none; ask them to add one")  # fmt: skip
+    if connected is not None and connected.provided:
+        given = provided_settings(serverapp, connected.name, model)
+        if given is not None:
+            return given
+    if connected is not None:
+        return resolve(base_url=connected.base_url, provider=connected.provider, model=model)
     return resolve()
 
 
@@ -173,6 +191,6 @@ def add_routes(serverapp: Any, notebooks: Any) -> None:
     """Mount the suggestion route under the server's base URL."""
     web_app = serverapp.web_app
     base = web_app.settings.get("base_url", "/").rstrip("/") + "/"
-    completions = Completions(notebooks)
+    completions = Completions(notebooks, serverapp)
     web_app.add_handlers(".*$", [(f"{base}{ROUTE}", CompletionHandler,
                                   {"completions": completions})])  # fmt: skip
