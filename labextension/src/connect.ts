@@ -36,7 +36,8 @@ interface Endpoint {
   label: string;
   base_url: string;
   models: string[];
-  key: boolean;
+  /** Where its key is kept (null: none is); never the key. */
+  key: string | null;
   provided?: boolean;
 }
 
@@ -51,6 +52,8 @@ interface Listing {
   suggestions: Choice | null;
   presets: Preset[];
   keys: string;
+  /** False where the administrator allows only the endpoints the server provides. */
+  own_allowed?: boolean;
 }
 
 type Answer = { ok: true; data: any } | { ok: false; error: string };
@@ -82,6 +85,17 @@ async function call(settings: ServerConnection.ISettings, route: string, method:
   return { ok: true, data };
 }
 
+/**
+ * Characters that draw nothing or reorder the text around them (bidi controls, zero-width
+ * ones, C0/C1 controls), which a hostile model name could use to look like another one.
+ */
+const UNSEEN = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g;
+
+/** Server text as a person should see it: each unseen character written as its code point. */
+export function visible(text: string): string {
+  return text.replace(UNSEEN, c => `\u27e8U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}\u27e9`);
+}
+
 function element<K extends keyof HTMLElementTagNameMap>(
   tag: K,
   parent: HTMLElement | null,
@@ -93,7 +107,7 @@ function element<K extends keyof HTMLElementTagNameMap>(
     found.className = className;
   }
   if (text) {
-    found.textContent = text;
+    found.textContent = visible(text);
   }
   parent?.appendChild(found);
   return found;
@@ -129,6 +143,10 @@ export class ConnectBody extends Widget {
   private readonly key = element('input', null, 'nbchat-connect-key');
   private readonly version = element('input', null, 'nbchat-connect-version');
   private readonly versionRow: HTMLElement;
+  private readonly deployment = element('input', null, 'nbchat-connect-deployment');
+  private readonly deploymentRow: HTMLElement;
+  private readonly form = element('div', null, 'nbchat-connect-form');
+  private readonly notOwn = element('p', null, 'nbchat-connect-not-own');
   private readonly result = element('div', null, 'nbchat-connect-result');
   private readonly chat = element('select', null, 'nbchat-connect-chat');
   private readonly suggestions = element('select', null, 'nbchat-connect-suggestions');
@@ -143,26 +161,42 @@ export class ConnectBody extends Widget {
     node.appendChild(this.where);
     element('h3', node, '', 'Connected');
     node.appendChild(this.list);
-    element('h3', node, '', 'Connect an endpoint');
-    field(node, 'Kind', this.kind);
-    field(node, 'Name', this.name).spellcheck = false;
-    field(node, 'URL', this.url).spellcheck = false;
+    this.notOwn.hidden = true;
+    this.notOwn.textContent =
+      'The administrator provides this server\u2019s endpoints; connecting your own is not allowed here.';
+    node.appendChild(this.notOwn);
+    const form = this.form;
+    node.appendChild(form);
+    element('h3', form, '', 'Connect an endpoint');
+    field(form, 'Kind', this.kind);
+    field(form, 'Name', this.name).spellcheck = false;
+    field(form, 'URL', this.url).spellcheck = false;
     this.key.type = 'password';
     this.key.autocomplete = 'off';
     this.key.spellcheck = false;
-    field(node, 'Key', this.key);
-    field(node, 'API version', this.version).placeholder = 'e.g. 2024-10-21';
+    field(form, 'Key', this.key);
+    field(form, 'API version', this.version).placeholder = 'e.g. 2024-10-21';
     this.versionRow = this.version.parentElement as HTMLElement;
-    const test = element('button', node, 'jp-mod-styled nbchat-connect-test', 'Test');
+    field(form, 'Deployment', this.deployment).placeholder = 'the deployment\u2019s name (Azure lists none)';
+    this.deployment.spellcheck = false;
+    this.deploymentRow = this.deployment.parentElement as HTMLElement;
+    const test = element('button', form, 'jp-mod-styled nbchat-connect-test', 'Test');
     test.type = 'button';
     this.result.setAttribute('role', 'status');
-    node.appendChild(this.result);
-    field(node, 'Chat model', this.chat);
-    field(node, 'Suggestions model', this.suggestions);
-    const save = element('button', node, 'jp-mod-styled jp-mod-accept nbchat-connect-save', 'Save');
+    form.appendChild(this.result);
+    field(form, 'Chat model', this.chat);
+    field(form, 'Suggestions model', this.suggestions);
+    const save = element('button', form, 'jp-mod-styled jp-mod-accept nbchat-connect-save', 'Save');
     save.type = 'button';
     this.saved.setAttribute('role', 'status');
-    node.appendChild(this.saved);
+    form.appendChild(this.saved);
+    // Enter in a field tests the endpoint (the dialog has no default button to close it).
+    form.addEventListener('keydown', event => {
+      if (event.key === 'Enter' && event.target instanceof HTMLInputElement) {
+        event.preventDefault();
+        void this.test();
+      }
+    });
     this.kind.addEventListener('change', () => this.kindChanged());
     this.name.addEventListener('input', () => (this.nameTyped = this.name.value !== ''));
     test.addEventListener('click', () => void this.test());
@@ -175,7 +209,7 @@ export class ConnectBody extends Widget {
   async refresh(): Promise<void> {
     const answer = await call(this.settings, CONNECTIONS_ROUTE, 'GET');
     if (!answer.ok) {
-      this.where.textContent = `nbchat: ${answer.error}`;
+      this.where.textContent = visible(`nbchat: ${answer.error}`);
       return;
     }
     this.draw(answer.data as Listing);
@@ -184,7 +218,7 @@ export class ConnectBody extends Widget {
   private draw(listing: Listing): void {
     const first = this.listing === null;
     this.listing = listing;
-    this.where.textContent = `Keys are kept in ${listing.keys}; they never come back to this page.`;
+    this.where.textContent = visible(`Keys are kept in ${listing.keys}; they never come back to this page.`);
     this.list.replaceChildren();
     if (!listing.endpoints.length) {
       element('li', this.list, 'nbchat-connect-none', 'None yet.');
@@ -196,16 +230,19 @@ export class ConnectBody extends Widget {
         listing.chat?.endpoint === endpoint.name ? `chat: ${listing.chat.model}` : '',
         listing.suggestions?.endpoint === endpoint.name ? `suggestions: ${listing.suggestions.model}` : ''
       ].filter(Boolean);
+      const kept = endpoint.key ? `key kept in ${endpoint.key}` : 'no key kept';
       const text = `${endpoint.name} — ${endpoint.label}, ${endpoint.base_url}; ` +
-        `${endpoint.key ? 'key kept' : 'no key kept'}${uses.length ? '; ' + uses.join(', ') : ''}`;
+        `${kept}${uses.length ? '; ' + uses.join(', ') : ''}`;
       element('span', item, 'nbchat-connect-endpoint-text', text);
-      if (!endpoint.provided) {
+      if (!endpoint.provided && listing.own_allowed !== false) {
         const remove = element('button', item, 'jp-mod-styled jp-mod-warn nbchat-connect-remove', 'Remove');
         remove.type = 'button';
         remove.title = `Forget ${endpoint.name} and its key`;
         remove.addEventListener('click', () => void this.remove(endpoint.name));
       }
     }
+    this.form.hidden = listing.own_allowed === false;
+    this.notOwn.hidden = listing.own_allowed !== false;
     if (first) {
       fill(this.kind, listing.presets.map(p => [p.kind, p.label]), 'openai');
       this.kindChanged();
@@ -230,6 +267,7 @@ export class ConnectBody extends Widget {
     this.url.required = !preset.base_url;
     this.key.placeholder = preset.needs_key ? `required; ${preset.key_hint}` : preset.key_hint || 'none needed';
     this.versionRow.hidden = preset.kind !== 'azure';
+    this.deploymentRow.hidden = preset.kind !== 'azure';
   }
 
   private request(): Record<string, unknown> {
@@ -243,6 +281,9 @@ export class ConnectBody extends Widget {
     }
     if (this.kind.value === 'azure' && this.version.value.trim()) {
       body.api_version = this.version.value.trim();
+    }
+    if (this.kind.value === 'azure' && this.deployment.value.trim()) {
+      body.model = this.deployment.value.trim();
     }
     return body;
   }
@@ -267,7 +308,7 @@ export class ConnectBody extends Widget {
     const answer = await call(this.settings, CONNECTIONS_TEST_ROUTE, 'POST', this.request());
     this.result.replaceChildren();
     if (!answer.ok) {
-      this.result.textContent = answer.error;
+      this.result.textContent = visible(answer.error);
       this.result.classList.add('nbchat-connect-error');
       this.models = [];
     } else {
@@ -304,7 +345,7 @@ export class ConnectBody extends Widget {
     const name = this.name.value.trim();
     const answer = await call(this.settings, CONNECTIONS_ROUTE, 'POST', { ...this.request(), models: this.models });
     if (!answer.ok) {
-      this.saved.textContent = answer.error;
+      this.saved.textContent = visible(answer.error);
       this.saved.classList.add('nbchat-connect-error');
       return;
     }
@@ -320,7 +361,7 @@ export class ConnectBody extends Widget {
     if (Object.keys(choice).length) {
       const chosen = await call(this.settings, CONNECTIONS_CHOICE_ROUTE, 'PUT', choice);
       if (!chosen.ok) {
-        this.saved.textContent = `Connected, but the models were not chosen: ${chosen.error}`;
+        this.saved.textContent = visible(`Connected, but the models were not chosen: ${chosen.error}`);
         this.saved.classList.add('nbchat-connect-error');
         void this.refresh();
         return;
@@ -334,7 +375,7 @@ export class ConnectBody extends Widget {
   private async remove(name: string): Promise<void> {
     const answer = await call(this.settings, `${CONNECTIONS_ROUTE}/${encodeURIComponent(name)}`, 'DELETE');
     if (!answer.ok) {
-      this.saved.textContent = answer.error;
+      this.saved.textContent = visible(answer.error);
       this.saved.classList.add('nbchat-connect-error');
       return;
     }
@@ -354,7 +395,8 @@ export async function showConnect(settings: ServerConnection.ISettings): Promise
     await showDialog({
       title: 'nbchat: Connect a model',
       body: new ConnectBody(settings),
-      buttons: [Dialog.cancelButton({ label: 'Close' })]
+      buttons: [Dialog.cancelButton({ label: 'Close' })],
+      defaultButton: -1 // Enter in a field must not close the dialog and lose what was typed
     });
   } finally {
     open = false;
