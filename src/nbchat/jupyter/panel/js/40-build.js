@@ -50,15 +50,16 @@ function buildThreads(deleteButton) {
   search.setAttribute("aria-label", "Search threads");
   const popNew = iconButton("plus", "New thread", "nbchat-new");
   const popRefresh = iconButton("refresh", "Reload threads and models", "nbchat-refresh");
-  const popConnect = iconButton("plug", "Connect a model…", "nbchat-connect");
   const popBar = node("div", "nbchat-pop-bar");
-  popBar.append(search, popNew, popRefresh, popConnect);
+  popBar.append(search, popNew, popRefresh);
   const threadList = node("ul", "nbchat-threads");
   threadList.setAttribute("role", "listbox");
   threadList.setAttribute("aria-label", "Threads");
   // Delete is away from New: at the foot of the thread list, and it asks first.
   const popFoot = node("div", "nbchat-pop-foot");
-  popFoot.appendChild(deleteButton);
+  const popConnect = labelButton("plug", "Connect a model…", "nbchat-connect");
+  popConnect.title = "Connect a model: its key is kept once, for every kernel";
+  popFoot.append(popConnect, deleteButton);
   threadsPop.append(popBar, threadList, popFoot);
   return { threadsPop, search, popNew, popRefresh, popConnect, threadList };
 }
