@@ -172,8 +172,9 @@ class FollowingPanel(PanelState):
             self.prompts = []
             self.live.clear()
             self.title = thread.title if thread else ""
-            if thread is not None:
-                self._set_models(list(self.models), thread.model)
+            if thread is not None and (changed or not keep):  # a redraw keeps the pick
+                last = thread.turns[-1].model if thread.turns else None
+                self._set_models(list(self.models), last or thread.model)
             self.history = [t.query for t in thread.turns[-HISTORY_SIZE:]] if thread else []
             self._render_conversation(thread)
         if thread is not None and thread.turns and thread.turns[-1].status == "suspended":
