@@ -169,3 +169,18 @@ def test_the_panel_picker_groups_models_by_endpoint(
     assert panel.models == ["alpha-1", "beta-1"] and panel.model == "alpha-1"
     panel._handle_custom_msg({"event": "connect_elsewhere"}, [])
     assert "python -m nbchat keys set" in panel.status_text
+
+
+def test_a_provided_endpoint_takes_the_servers_token_over_environment_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
+    monkeypatch.setenv("JPY_PARENT_PID", "4243")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-users-own-0123456789")
+    announced = {"proxy": "http://127.0.0.1:1/nbchat/provided", "token": "tok-of-the-server",
+                 "endpoints": {"course": {"provider": "openai",
+                                          "base_url": "https://api.openai.com/v1"}}}  # fmt: skip
+    (runtime / "nbchat-server-4243.json").write_text(json.dumps(announced))
+    assert resolve().api_key == "tok-of-the-server"

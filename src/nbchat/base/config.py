@@ -332,6 +332,11 @@ def _resolve_key(explicit: str | None, provider: str, url: str,
     """The key: given, else from the environment, else the one kept for the connected endpoint."""
     if explicit:
         return explicit, "the api_key argument"
+    if connected is not None and connected.provided:  # the server's proxy takes its token only
+        from .connections import provided
+
+        given = provided()
+        return (given.token if given else None), "the Jupyter server's provided endpoint"
     own = PROVIDER_KEYS.get(provider, ())
     if GEMINI_HOST in url:
         own = (ENV_GEMINI_API_KEY,)
@@ -339,11 +344,6 @@ def _resolve_key(explicit: str | None, provider: str, url: str,
         value = os.environ.get(var, "").strip()
         if value:
             return value, var
-    if connected is not None and connected.provided:
-        from .connections import provided
-
-        given = provided()
-        return (given.token if given else None), "the Jupyter server's provided endpoint"
     if connected is not None:
         from .keys import key_store, stored_key
 
