@@ -99,9 +99,19 @@ def test_requests_under_way_when_the_server_dies_all_follow_the_new_one() -> Non
     assert client.settings.base_url == demo_server().url
 
 
-def test_every_fallback_is_one_entry_of_one_table_and_only_the_demo_is_asked_for_by_name():
+def test_every_fallback_is_one_entry_of_one_table_and_the_local_and_demo_ones_have_names():
     assert discovery.DISCOVERED == ("ollama", "local", "demo")
-    assert [f.name for f in discovery.FALLBACKS] == [None, None, "demo"]
+    assert [f.name for f in discovery.FALLBACKS] == [None, "local", "demo"]
     for fallback in discovery.FALLBACKS:  # each note names where the answer comes from
         note = fallback.note.format(url="http://127.0.0.1:1", model="m")
         assert note.startswith("no endpoint configured, so ")
+
+
+def test_the_local_model_asked_for_by_name_where_it_cannot_start_is_one_line(monkeypatch):
+    from nbchat.base.config import resolve
+    from nbchat.base.errors import ConfigError
+
+    monkeypatch.setenv("NBCHAT_LOCAL_MODEL", "off")
+    with pytest.raises(ConfigError, match="cannot start here") as caught:
+        discovery.locate(resolve(base_url="local"))
+    assert "\n" not in str(caught.value) and "nbchat[local]" in str(caught.value)
