@@ -83,7 +83,7 @@ def _offer_to_keep(endpoint: str, key: str) -> str:
     name = connections.name_for(endpoint)
     try:
         answer = input(f"Remember it for {name} in {store.where()}? [y/N] ")
-    except (StdinNotImplementedError, EOFError):
+    except (StdinNotImplementedError, EOFError, OSError):  # no one to ask: memory only
         return ""
     if answer.strip().lower() not in ("y", "yes"):
         return ""
