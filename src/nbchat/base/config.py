@@ -32,7 +32,7 @@ from .policy import ENV_MAX_KERNEL_BUDGET as ENV_MAX_KERNEL_BUDGET
 from .policy import Policy
 
 if TYPE_CHECKING:
-    from .connections import Connection
+    from .connections import Connection, Connections
 
 ENV_BASE_URL = "NBCHAT_BASE_URL"
 ENV_API_KEY = "NBCHAT_API_KEY"
@@ -264,10 +264,13 @@ def resolve(
             f"argument); use one of: {', '.join(PROVIDERS)}"
         )
     model = model or env.get(ENV_MODEL, "").strip() or None
-    connected = _connected(url, model, chosen_provider)
+    from .connections import load_all
+
+    found = load_all()
+    connected = _connected(found, url, model, chosen_provider)
     if connected is not None and url is None:
         url, chosen_provider = connected.base_url, connected.provider
-        model = model or _chosen_model(connected.name)
+        model = model or _chosen_model(found, connected.name)
     chosen = chosen_provider or (guess_provider(url) if url and url not in (DEMO_URL, LOCAL_URL)
                                  else "openai")  # fmt: skip
     if chosen == "anthropic" and not url:
@@ -297,12 +300,12 @@ def resolve(
     )
 
 
-def _connected(url: str | None, model: str | None, provider: str | None) -> Connection | None:
+def _connected(found: Connections, url: str | None, model: str | None,
+               provider: str | None) -> Connection | None:  # fmt: skip
     """The connected endpoint these settings use: the one at ``url``, else the one serving
     ``model``, else the one chosen for the chat, else the first; None with none connected."""
     from . import connections
 
-    found = connections.load_all()
     if not found.endpoints:
         return None
     if url is not None:
@@ -320,11 +323,8 @@ def _connected(url: str | None, model: str | None, provider: str | None) -> Conn
     return next(iter(found.endpoints.values()))
 
 
-def _chosen_model(name: str) -> str | None:
-    from . import connections
-
-    chat = connections.load_all().chat
-    return chat.model if chat is not None and chat.endpoint == name else None
+def _chosen_model(found: Connections, name: str) -> str | None:
+    return found.chat.model if found.chat is not None and found.chat.endpoint == name else None
 
 
 def _resolve_key(explicit: str | None, provider: str, url: str,

@@ -51,16 +51,25 @@ class RoutedClient(LLMClient):
         self._settings_for = settings_for
         self._endpoints = endpoints
         self._others: dict[str | None, LLMClient] = {}
+        self._by_model: dict[str, LLMClient] = {}
 
     def client_for(self, model: str) -> LLMClient:
-        """The client of the endpoint serving ``model``: this one unless another lists it."""
+        """The client of the endpoint serving ``model``: this one unless another lists it.
+
+        Found once per model (a file and a key read): a turn asks it for every request.
+        """
+        found = self._by_model.get(model)
+        if found is not None:
+            return found
         wanted = self._settings_for(model)
         if wanted is None or wanted.connection in (None, self.wanted.connection):
-            return self
-        client = self._others.get(wanted.connection)
-        if client is None:
-            client = self._others[wanted.connection] = LLMClient(wanted)
-        return client
+            found = self
+        else:
+            found = self._others.get(wanted.connection)
+            if found is None:
+                found = self._others[wanted.connection] = LLMClient(wanted)
+        self._by_model[model] = found
+        return found
 
     def endpoint_models(self) -> list[EndpointModels]:
         """Each connected endpoint's models (those allowed), the default's first."""
