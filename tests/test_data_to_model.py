@@ -123,8 +123,9 @@ def test_the_notebook_tools_and_runs_send_no_key(run, ip, server, monkeypatch):
     monkeypatch.setenv("SHORT_PASSWORD", "abc")  # too short to be told from a word: kept
     server.script(
         Reply(tool_calls=[("read_cell", {"number": 1})], when="read"),
-        Reply(tool_calls=[("describe", {"name": "settings"})], after_tool="read_cell"),
-        Reply(tool_calls=[("run_code", {"code": "print(settings)"})], after_tool="describe"),
+        Reply(tool_calls=[("describe_variable", {"name": "settings"})], after_tool="read_cell"),
+        Reply(tool_calls=[("run_code", {"code": "print(settings)"})],
+              after_tool="describe_variable"),
         Reply("Done.", after_tool="run_code"),
     )
     run(f"settings = {{'key': {KEY!r}, 'token': {TOKEN!r}, 'short': 'abc'}}")

@@ -105,7 +105,9 @@ def test_agent_runs_code_only_after_the_answer_and_the_model_reads_it(run, ip, s
     ran = run("%chat --agent What is the sum of xs?")
     assert ran.error is None and "total" not in ip.user_ns
     offered = [t["function"]["name"] for t in asked(server)[-1].body["tools"]]
-    assert offered[-5:] == ["list_variables", "describe", "read_cell", "last_error", "run_code"]
+    assert offered[-11:] == ["read_cells", "list_variables", "describe_variable", "read_cell",
+                             "last_error", "insert_cell", "edit_cell", "delete_cell",
+                             "move_cell", "execute_cell", "run_code"]  # fmt: skip
     ran = run("%chat --answer run")
     assert ran.error is None and ip.user_ns["total"] == 6
     assert asked(server)[-1].messages[-1]["content"].startswith("<answer>\nresult:\n6\n</answer>")

@@ -544,7 +544,7 @@ def test_the_transformer_never_raises_on_broken_input() -> None:
         ("--rename 3 New  'title'", ["--rename", "3"], "New  'title'"),
         ("--model=x q", ["--model=x"], "q"),
         ("--sys x q", ["--sys", "x"], "q"),
-        ("--mode x q", ["--mode"], "x q"),  # --model or --models: argparse will say so
+        ("--mod x q", ["--mod"], "x q"),  # --model or --models: argparse will say so
         ("-mx q", ["-mx"], "q"),
         ("-- -5", [], "-5"),
         ("-s it's odd", ["-s", "it's"], "odd"),

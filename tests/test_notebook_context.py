@@ -234,9 +234,11 @@ def test_the_policy_answers_by_itself_only_where_it_may(runs, monkeypatch):
 def test_notebook_tools_read_the_notebook_and_run_through_the_shell(ip):
     cell(ip, "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2]})")
     tools = {t.name: t for t in notebook_tools(ip)}
-    assert list(tools) == ["list_variables", "describe", "read_cell", "last_error", "run_code"]
+    assert list(tools) == ["read_cells", "list_variables", "describe_variable", "read_cell",
+                           "last_error", "insert_cell", "edit_cell", "delete_cell", "move_cell",
+                           "execute_cell", "run_code"]  # fmt: skip
     assert tools["list_variables"].run("{}") == "df: DataFrame 2×1"
-    assert tools["describe"].run('{"name": "df.a"}').startswith("pandas Series 'a': 2 values")
+    assert tools["describe_variable"].run('{"name": "df.a"}').startswith("pandas Series 'a': 2 values")
     assert tools["read_cell"].run('{"number": 1}').startswith("import pandas as pd")
     assert tools["last_error"].run("{}") == "No exception has happened in this session."
     run_code = tools["run_code"]

@@ -144,7 +144,7 @@ def test_what_the_notebook_tools_and_run_code_send_holds_no_piece(
     ip.run_cell(f"raise ValueError({secret!r} + 'y' * 5975)", store_history=True)
     chat = Chat(base_url=server.url, store=tmp_path / "store", builtin_tools=False,
                 tools=notebook_tools(ip, approval="never-ask"))  # fmt: skip
-    calls = [("describe", {"name": "df"}), ("last_error", {}),
+    calls = [("describe_variable", {"name": "df"}), ("last_error", {}),
              ("run_code", {"code": "print('p' * 20000 + value)\nvalue"})]  # fmt: skip
     server.script(Reply(when="go", tool_calls=calls, times=1),
                   Reply("Done.", after_tool="run_code"))  # fmt: skip

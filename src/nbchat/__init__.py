@@ -38,6 +38,7 @@ from .base.errors import (
     OverBudget,
     RateLimited,
     ServerError,
+    StaleProposal,
     StoreCorrupt,
     StoreError,
     StoreLocked,
@@ -113,6 +114,7 @@ __all__ = [
     "RunCode",
     "SearchHit",
     "ServerError",
+    "StaleProposal",
     "Store",
     "StoreCorrupt",
     "StoreError",
@@ -198,18 +200,24 @@ def unload_ipython_extension(ipython: Any) -> None:
     unload(ipython)
 
 
-def notebook_tools(shell: Any = None, *, approval: str = "always") -> list[Any]:
-    """Tools that let the model look at this notebook and, after your yes, run code in it.
+def notebook_tools(shell: Any = None, *, approval: str = "always", mode: str = "ask") -> list[Any]:
+    """Tools that let the model read this notebook and, after your yes, change and run it.
 
-    ``list_variables``, ``describe(name)``, ``read_cell(n)`` and ``last_error``
-    only read; ``run_code(code)`` waits for Run, Edit or Reject unless the
-    ``approval`` policy (``"always"``, ``"risky"``, ``"never-ask"``; capped by
-    ``NBCHAT_MAX_APPROVAL``) lets the code run. Use as
-    ``Chat(tools=nbchat.notebook_tools())`` in a notebook.
+    ``read_cells``, ``list_variables``, ``describe_variable(name)``,
+    ``read_cell(n)`` and ``last_error`` only read. ``insert_cell``,
+    ``edit_cell``, ``delete_cell``, ``move_cell`` and ``execute_cell`` are
+    proposals you accept (chunk by chunk) or reject, as ``mode`` says (``"ask"``,
+    ``"plan"``: none offered, ``"accept-edits"``: changes land, executing asks).
+    ``run_code`` waits for Run, Edit or Reject unless the ``approval`` policy
+    (``"always"``, ``"risky"``, ``"never-ask"``) lets the code run; both are
+    capped by ``NBCHAT_MAX_APPROVAL``. Use as ``Chat(tools=nbchat.notebook_tools())``
+    in a notebook.
     """
+    from .context.cell_tools import effective_mode
     from .jupyter.notebook.tools import notebook_tools as make
 
-    return make(shell, approval=approval)
+    effective_mode(mode)  # a wrong mode is an error now, not at the model's first call
+    return make(shell, approval=approval, mode=lambda: mode)
 
 
 def panel(*, side: bool = False, **kwargs: Any) -> Any:

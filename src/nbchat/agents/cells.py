@@ -20,16 +20,18 @@ class CellError(Exception):
 
 
 def insert(notebook: dict[str, Any], index: object, source: str, cell_type: str,
-           metadata: dict[str, Any]) -> Reply:  # fmt: skip
-    """Insert a cell (not run) at ``index`` (None: at the end)."""
+           metadata: dict[str, Any], cell_id: str | None = None) -> Reply:  # fmt: skip
+    """Insert a cell (not run) at ``index`` (None: at the end), with ``cell_id`` if given."""
     cells = _cells(notebook)
+    if cell_id is not None and any(c.get("id") == cell_id for c in cells if isinstance(c, dict)):
+        raise CellError(f"a cell with id {cell_id!r} is already in the notebook")
     at = len(cells) if index is None else index
     if not isinstance(at, int) or isinstance(at, bool) or not 0 <= at <= len(cells):
         raise CellError(f"index {at!r} is not a cell position from 0 to {len(cells)}")
     if cell_type not in ("code", "markdown"):
         raise CellError(f"cell_type {cell_type!r} is not code or markdown")
     _with_ids(notebook)
-    cell: dict[str, Any] = {"id": _new_id(cells), "cell_type": cell_type,
+    cell: dict[str, Any] = {"id": cell_id or _new_id(cells), "cell_type": cell_type,
                             "metadata": dict(metadata), "source": source}  # fmt: skip
     if cell_type == "code":
         cell.update(execution_count=None, outputs=[])
@@ -44,6 +46,39 @@ def edit(notebook: dict[str, Any], cell_id: object, source: str,
     cell["source"] = source
     cell.setdefault("metadata", {}).update(metadata)
     return {"ok": True, "cell_id": cell_id}
+
+
+def delete(notebook: dict[str, Any], cell_id: object) -> Reply:
+    """Remove the cell."""
+    cell = find(notebook, cell_id)
+    _cells(notebook).remove(cell)
+    return {"ok": True, "cell_id": cell_id}
+
+
+def move(notebook: dict[str, Any], cell_id: object, index: object) -> Reply:
+    """Move the cell to ``index`` (its position once moved)."""
+    cells = _cells(notebook)
+    cell = find(notebook, cell_id)
+    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(cells):
+        raise CellError(f"index {index!r} is not a cell position from 0 to {len(cells) - 1}")
+    cells.remove(cell)
+    cells.insert(index, cell)
+    return {"ok": True, "cell_id": cell_id, "index": index}
+
+
+def check_source(notebook: dict[str, Any], cell_id: object, expected: object) -> None:
+    """CellError unless the cell holds exactly ``expected`` (None: anything)."""
+    if expected is None:
+        return
+    if source_of(find(notebook, cell_id)) != expected:
+        raise CellError(f"cell {cell_id!r} changed since the change was accepted; nothing was "
+                        "changed")  # fmt: skip
+
+
+def source_of(cell: dict[str, Any]) -> str:
+    """A cell's source as one string (nbformat allows a list of lines)."""
+    source = cell.get("source")
+    return "".join(source) if isinstance(source, list) else str(source or "")
 
 
 def set_outputs(notebook: dict[str, Any], cell_id: object, outputs: list[dict[str, Any]],

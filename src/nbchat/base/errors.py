@@ -31,6 +31,7 @@
     │   ├── ToolDefinitionError        a function cannot become a tool
     │   ├── InvalidToolArguments       what the LLM sent breaks the schema (told to the LLM)
     │   ├── InvalidToolAnswer          the person's answer is not acceptable (told to the person)
+    │   │   └── StaleProposal          the cell changed since the proposal: shown again, rebased
     │   ├── ToolRequirementsNotMet     the caller may not make or answer this call
     │   ├── NoPendingCall (LookupError)
     │   │   └── AlreadyAnswered        another answer to the call won the race
@@ -269,6 +270,18 @@ class InvalidToolArguments(ToolError):
 
 class InvalidToolAnswer(ToolError):
     """The person's answer is not acceptable; the call stays pending."""
+
+
+class StaleProposal(InvalidToolAnswer):
+    """The cell a proposal would change is no longer the text it was made on.
+
+    Nothing was changed; the proposal is shown again on the cell's new text
+    (``prompt``, the call's new prompt), to be answered again.
+    """
+
+    def __init__(self, message: str, *, prompt: dict | None = None) -> None:
+        super().__init__(message)
+        self.prompt = prompt
 
 
 class ToolRequirementsNotMet(ToolError):

@@ -225,6 +225,8 @@ class PendingCall:
         if prompt.kind == "code":  # the person must see the code to answer
             code = _indented(str(self.arguments.get("code", "")), "This code holds")
             return f"{text}\n{code}\n   (run, reject: WHY, or edit: NEW CODE)"
+        if prompt.extra.get("view") == "proposal":  # the change as a diff, chunks numbered
+            return _proposal_text(text, prompt)
         if self.shows_arguments:
             text += f"\n{_indented(self.arguments_text, 'These arguments hold')}\n  "
         if prompt.options:
@@ -292,6 +294,18 @@ class AnsweredCall:
             call_id, tool, str(data.get("question") or ""), data.get("answer"),
             str(data.get("by") or ""), float(at) if isinstance(at, int | float) else 0.0,
         )  # fmt: skip
+
+
+def _proposal_text(question: str, prompt: Prompt) -> str:
+    """A proposal in plain text: where it lands, its diff (hidden characters escaped), answers."""
+    where = _visible.for_terminal(str(prompt.extra.get("where") or ""))
+    diff = _visible.for_terminal(str(prompt.extra.get("diff") or "").rstrip("\n"))
+    shown = "\n".join("      " + line for line in diff.split("\n")) if diff else ""
+    chunks = prompt.extra.get("chunks")
+    some = ", accept 1 3 (those chunks)" if isinstance(chunks, int) and chunks > 1 else ""
+    words = "run" if prompt.extra.get("op") == "execute_cell" else "accept"
+    return "\n".join(p for p in (f"{question}\n   {where}", shown) if p) + \
+        f"\n   ({words}{some}, or reject: WHY)"  # fmt: skip
 
 
 def _indented(source: str, lead: str) -> str:

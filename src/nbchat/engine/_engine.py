@@ -141,7 +141,8 @@ class _Engine:
             builtin = self.builtin_tools
         if builtin is None:
             builtin = not self._is_small(model)
-        offered = [*(BUILTIN_CLIENT_TOOLS if builtin else ()), *self.user_tools]
+        offered = [*(BUILTIN_CLIENT_TOOLS if builtin else ()),
+                   *(t for t in self.user_tools if getattr(t, "is_offered", _always)())]
         names = {getattr(item, "name", None) or getattr(item, "__name__", None) for item in offered}
         servers = [t for t in mcp_tools(self.mcp if mcp is None else mcp) if t.name not in names]
         return Toolbox([*offered, *servers])  # a tool of your own wins over a server's
@@ -350,3 +351,7 @@ def check_tool_choice(options: Mapping[str, Any], toolbox: Toolbox) -> None:
             f"tool_choice names {name!r}, which is not offered in this turn (offered: "
             f"{offered}); name one of those, or leave --tool-choice out"
         )
+
+
+def _always() -> bool:
+    return True

@@ -21,12 +21,13 @@ from ..base.errors import (
     InputError,
     InvalidToolArguments,
     NoPendingCall,
+    StaleProposal,
     StoreCorrupt,
 )
 from ..base.events import Event, RanCode, ToolResult, TurnFinished, Usage
 from ..base.markup import fence
 from ..base.messages import Message
-from ..base.records import AnsweredCall, PendingCall, RecordError, ToolCall
+from ..base.records import AnsweredCall, PendingCall, Prompt, RecordError, ToolCall
 from ..store.base import Store, Thread, Turn
 from ..tools import ClientTool, Toolbox, ToolContext
 from ._endings import BUDGET_REASON
@@ -143,7 +144,12 @@ def claim_answer(
     check_stored_call(store, thread, call, tool)
     check_shown(store, thread, call, tool, response)
     tool.check_requirements(context, call.arguments)
-    answer = tool.parse_response(call.arguments, response)
+    try:
+        answer = tool.parse_answer(call, response)
+    except StaleProposal as stale:  # shown again on the cell's new text, still waiting
+        if stale.prompt is not None:
+            reprompt(store, call, Prompt.from_dict(stale.prompt, default_question=call.tool))
+        raise
     acts = tool.acts_on_answer
     output = ACTING_OUTPUT if acts else tool.get_tool_output(call.arguments, answer)
     record = AnsweredCall(
@@ -155,6 +161,14 @@ def claim_answer(
         output, turn = act_on_answer(store, call, tool, answer)
         shown = tool.shown_output(call.arguments, answer)
     return ToolResult(call.call, output, shown=shown), turn
+
+
+def reprompt(store: Store, call: PendingCall, prompt: Prompt) -> None:
+    """Keep ``call`` waiting with ``prompt`` instead of the one it was stored with."""
+    turn = store.get(call.thread_id).turns[call.turn]
+    pending = [dataclasses.replace(p, prompt=prompt) if p.call_id == call.call_id else p
+               for p in turn.pending]  # fmt: skip
+    store.update_turn(call.thread_id, call.turn, pending=pending)
 
 
 def check_stored_call(store: Store, thread: Thread, call: PendingCall, tool: ClientTool) -> None:

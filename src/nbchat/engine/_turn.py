@@ -399,11 +399,15 @@ def _handle_call(spec: TurnSpec, call: ToolCall, pending: list[PendingCall]) -> 
         arguments = tool.parse_arguments(call.arguments)
         tool.check_requirements(spec.tool_context, arguments)
         automatic = tool.auto_response(arguments)
+        prompt = Prompt.from_dict(tool.prompt(arguments), default_question=call.name) \
+            if automatic is None or _reads_its_prompt(tool) else None  # fmt: skip
         if automatic is not None:
-            answer = tool.parse_response(arguments, automatic)
+            asked = PendingCall(spec.thread_id or 0, spec.turn, call.id, call.name, arguments,
+                                prompt or Prompt("text", call.name))  # fmt: skip
+            answer = tool.parse_answer(asked, automatic)
             output = tool.get_tool_output(arguments, answer)
             return ToolResult(call, output, shown=tool.shown_output(arguments, answer))
-        prompt = Prompt.from_dict(tool.prompt(arguments), default_question=call.name)
+        assert prompt is not None
     except ToolError as error:  # bad arguments, unmet requirements, unknown tool
         return ToolResult(call, f"error: {error}", is_error=True)
     except RecordError as error:
@@ -418,6 +422,11 @@ def _handle_call(spec: TurnSpec, call: ToolCall, pending: list[PendingCall]) -> 
         PendingCall(spec.thread_id or 0, spec.turn, call.id, call.name, arguments, prompt)
     )
     return None
+
+
+def _reads_its_prompt(tool: ClientTool) -> bool:
+    """Whether the tool's answer reads what its prompt showed (so an automatic one needs it)."""
+    return type(tool).parse_answer is not ClientTool.parse_answer
 
 
 def _with_text(messages: list[Message], round_parts: list[str]) -> list[Message]:

@@ -15,6 +15,7 @@ from ..base.errors import (
     ToolRequirementsNotMet,
 )
 from ..base.events import RanCode
+from ..base.records import PendingCall
 from ._arguments import invalid_arguments, schema_problem
 from ._kernel import Arguments, Tool, _check_name
 
@@ -122,6 +123,19 @@ class ClientTool(Tool):
         the person, who may answer again.
         """
         return _text_answer(response, MAX_ANSWER_LENGTH)
+
+    def parse_answer(self, call: PendingCall, response: object) -> object:
+        """The answer to the stored ``call``; by default :meth:`parse_response` of its arguments.
+
+        A tool whose answer depends on what its prompt showed (a proposal's base text)
+        reads ``call.prompt``. Raise :class:`~nbchat.base.errors.StaleProposal` with a
+        new prompt to show the call again, changed, and leave it waiting.
+        """
+        return self.parse_response(call.arguments, response)
+
+    def is_offered(self) -> bool:
+        """Whether the model is offered this tool now (a mode may hide it); True by default."""
+        return True
 
     def output(self, arguments: dict[str, Any], answer: object) -> str:
         """The answer as the LLM reads it: str as is, anything else as JSON."""

@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING
 
 from IPython.core.error import UsageError
 
+from ...context.cell_tools import CELL_TOOLS
+
 if TYPE_CHECKING:
     from ...engine.chat import Chat
 
-NOTEBOOK_TOOLS = ("run_code",)
+NOTEBOOK_TOOLS = ("run_code", *CELL_TOOLS)
 _HANDLE = re.compile(r"\A(\d{1,9})\.\d{1,9}\Z")  # an outside agent's call: thread.turn
 
 
@@ -62,6 +64,28 @@ def tool_answer(chat: Chat, thread: int | None, text: str) -> ToolAnswer:
     answered = [c for c in calls if c.thread_id == thread and call_id in (None, c.call_id)]
     runs = any(c.tool in NOTEBOOK_TOOLS for c in answered)
     return ToolAnswer(thread_id=thread, call_id=call_id, value=value, runs_notebook_tool=runs)
+
+
+def proposal_answers(chat: Chat, thread: int | None, text: str) -> list[ToolAnswer] | None:
+    """``accept|reject [CELL…]`` for the waiting proposals: every one, or those on the cells
+    named; None when ``text`` is not such an answer (one call's answer: :func:`tool_answer`)."""
+    word, _, rest = text.strip().partition(" ")
+    verb = word.lower().rstrip(":")
+    if verb not in ("accept", "reject", "run"):
+        return None
+    calls = [c for c in chat.pending_calls(thread) if c.tool in CELL_TOOLS]
+    if thread is None and len({c.thread_id for c in calls}) > 1:
+        return None  # tool_answer says which threads wait
+    cells = {str(c.prompt.extra.get("cell_id") or c.call_id): c for c in calls}
+    named = rest.split()
+    if named and all(name in cells for name in named):
+        chosen = [cells[name] for name in named]
+        value = verb
+    elif len(calls) > 1 and (not named or verb == "reject"):
+        chosen, value = calls, text.strip()  # Accept all / Reject all (a reason goes to each)
+    else:
+        return None
+    return [ToolAnswer(c.thread_id, c.call_id, value, runs_notebook_tool=True) for c in chosen]
 
 
 def _unquote_value(text: str) -> str:

@@ -116,9 +116,14 @@ class SessionChats:
         """The notebook tools for the current approval policy (made once per policy)."""
         approval = self._settings.approval
         if self._notebook is None or self._notebook[0] != approval:
+            from ..notebook._undo import recorder
             from ..notebook.tools import notebook_tools, show_run
+            from ._notebook_commands import current_mode
 
-            tools = notebook_tools(self._settings.shell, approval=approval, on_run=show_run)
+            settings = self._settings
+            tools = notebook_tools(settings.shell, approval=approval, on_run=show_run,
+                                   mode=lambda: current_mode(settings),  # type: ignore[arg-type]
+                                   on_change=lambda change: recorder(self.plain().store)(change))
             self._notebook = (approval, tools)
         return self._notebook[1]
 

@@ -19,7 +19,7 @@ from ...base.options import check_options, parse_value
 
 COMMANDS = (
     "list", "show", "use", "rename", "delete", "models", "export", "panel", "answer", "retry",
-    "search", "key", "compact", "agents", "agent_token", "revoke_agent",
+    "search", "key", "compact", "agents", "agent_token", "revoke_agent", "undo",
 )  # fmt: skip
 # the commands that read the text after them
 TAKE_TEXT = ("rename", "search", "answer", "key", "agent_token")
@@ -109,7 +109,16 @@ _DECLARATIONS: tuple[Callable[[Any], Any], ...] = (
     argument("--side", action="store_true",
              help="With --panel: in JupyterLab's right side area (one per kernel)."),
     argument("--answer", action="store_true",
-             help="Answer a waiting client-tool call: --answer [CALL] VALUE."),
+             help="Answer a waiting client-tool call: --answer [CALL] VALUE; a proposal: "
+                  "--answer accept|reject [CELL…] (accept 1 3: those chunks)."),
+    argument_group("The notebook agent"),
+    argument("--mode", choices=("ask", "plan", "accept-edits"),
+             help="The thread's mode: ask (every change and run asks), plan (reads only), "
+                  "accept-edits (changes land, undoable; runs ask)."),
+    argument("--undo", nargs="?", type=int, const=-1, metavar="TURN",
+             help="Put back the cells a turn changed (default: the last that changed any)."),
+    argument("--force", action="store_true",
+             help="With --undo: put back cells you changed since, too."),
     argument_group("Outside agents (MCP clients such as Claude Code or Codex)"),
     argument("--agents", action="store_true",
              help="List agent tokens, and show the agents' calls waiting for this notebook."),
@@ -164,11 +173,14 @@ def handler_name(opts: Any, text: str) -> str:
     """Which handler a parsed line is for: a command, a kind of question, or a plain question."""
     if opts.mcp == "":
         return "mcp"  # --mcp alone lists the servers; with a name it chooses them for a question
-    commands = [name for name in COMMANDS if getattr(opts, name) not in (None, False)]
+    commands = [name for name in COMMANDS
+                if getattr(opts, name) is not None and getattr(opts, name) is not False]
     if len(commands) > 1:
         raise UsageError(f"use one command at a time, not --{' and --'.join(commands)}")
     if commands:
         return commands[0]
+    if opts.mode and not text:
+        return "mode"
     if opts.error:
         return "error"
     if opts.fix:

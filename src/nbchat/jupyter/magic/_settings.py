@@ -84,6 +84,14 @@ class ChatSettings(Magics):
         help="When code the model wants to run needs your yes: 'always', 'risky' (all code "
         "but what the allowlist proves harmless) or 'never-ask'. NBCHAT_MAX_APPROVAL caps it.",
     ).tag(config=True)
+    mode = CaselessStrEnum(
+        ("ask", "plan", "accept-edits"), "ask",
+        help="What the notebook tools' changes do in threads that set none (%chat --mode "
+        "sets a thread's): 'ask' (every change and run waits for your answer), 'plan' (the "
+        "model reads and plans, no tool that changes the notebook is offered), "
+        "'accept-edits' (changes land, undoable; runs still ask). NBCHAT_MAX_APPROVAL=always "
+        "caps accept-edits to ask.",
+    ).tag(config=True)
     instructions = CaselessStrEnum(
         ("auto", "off"), None, allow_none=True,
         help="'auto': add the nearest AGENTS.md or .nbchat.md (the notebook's folder or a "

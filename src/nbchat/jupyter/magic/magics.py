@@ -30,13 +30,14 @@ from IPython.core.magic import line_cell_magic, magics_class, no_var_expand
 from ...base import markup
 from ...base._notices import set_notifier
 from ...base._secrets import Scrubbed, noting_scrubs
-from ...base.errors import NbchatError, OverBudget
+from ...base.errors import NbchatError, OverBudget, StaleProposal
 from .._loaded import hand_over
 from ..cell.render import Mode, RenderResult, TurnRenderer, detect_mode, execution_marker
 from . import _context as _magic_context
+from . import _notebook_commands as notebook_commands
 from . import _session_commands as session
 from . import _thread_commands as threads
-from ._answering import tool_answer
+from ._answering import proposal_answers, tool_answer
 from ._chats import SessionChats
 from ._context import (
     attached_context,
@@ -256,7 +257,9 @@ class ChatMagics(ChatSettings):
         items = [*context, *attached_context(self.shell, question, opts, self.context_budget)]
         if not (interpolated or opts.no_interpolate):
             question = _magic_context.interpolated(self.shell, question)
-        self._use_agent = bool(opts.agent or self.agent)
+        if opts.mode:  # the thread's mode from now on, and the notebook tools for this question
+            notebook_commands.set_mode(self, opts, "")
+        self._use_agent = bool(opts.agent or self.agent or opts.mode)
         chat = self.chat
         options = flag_options(opts)
         if self._use_agent and chat.llm.template_has_tools() is False:
@@ -365,11 +368,26 @@ class ChatMagics(ChatSettings):
             raise UsageError("give the answer: %chat --answer VALUE (or --answer CALL VALUE)")
         chat = self.chat
         thread = opts.thread if opts.thread is not None else self.thread_id
+        several = proposal_answers(chat, thread, text)
+        if several:
+            self._use_agent = True
+            results = [self._answered(self.chat, answer, opts) for answer in several]
+            return results[-1]
         answer = tool_answer(chat, thread, text)
         if answer.runs_notebook_tool:
             self._use_agent = True  # the answer runs a notebook tool: its Chat has it
             chat = self.chat
-        events = chat.iter_answer_tool_call(answer.thread_id, answer.value, call_id=answer.call_id)
+        return self._answered(chat, answer, opts)
+
+    def _answered(self, chat: Chat, answer: Any, opts: Any) -> RenderResult:
+        try:
+            events = chat.iter_answer_tool_call(answer.thread_id, answer.value,
+                                                call_id=answer.call_id)  # fmt: skip
+        except StaleProposal as stale:  # the proposal again, on the cell's new text
+            calls = [c for c in chat.pending_calls(answer.thread_id)
+                     if c.call_id == answer.call_id or answer.call_id is None]  # fmt: skip
+            raise UsageError("\n".join([str(stale), *(f"? {c.question}" for c in calls)])) \
+                from None  # fmt: skip
         self.thread_id = answer.thread_id if self.thread_id is None else self.thread_id
         return self._shown(self._render(events, opts))
 
@@ -420,6 +438,8 @@ HANDLERS: dict[str, Handler] = {
     "answer": ChatMagics._cmd_answer,
     "retry": ChatMagics._cmd_retry,
     "compact": compact_thread,
+    "undo": notebook_commands.undo,
+    "mode": notebook_commands.set_mode,
     "agents": _agents("show_agents"),
     "agent_token": _agents("mint_token"),
     "revoke_agent": _agents("revoke_token"),

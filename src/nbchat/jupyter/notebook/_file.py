@@ -15,11 +15,13 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...agents import cells
 from ...agents.server import file_under
-from .tools import RunResult
+
+if TYPE_CHECKING:
+    from .tools import RunResult
 
 Reply = dict[str, Any]
 
@@ -48,6 +50,12 @@ def change(path: str, op: Callable[[dict[str, Any]], Reply]) -> Reply:
     if file is None:
         return {"ok": False, "error": f"this kernel cannot find the file of {path!r} (it may "
                                       "have been renamed); open the notebook in JupyterLab"}
+    return change_file(file, op, path)
+
+
+def change_file(file: str, op: Callable[[dict[str, Any]], Reply], path: str = "") -> Reply:
+    """Apply ``op`` to the saved notebook ``file`` (``path``, as named) and write it back whole."""
+    path = path or os.path.basename(file)
     try:
         with open(file, encoding="utf-8") as handle:
             notebook = json.load(handle)

@@ -18,6 +18,16 @@ A request is ``{"id", "op", ...}`` and its reply ``{"id", "ok", "error"?, ...}``
   (nbformat dicts), ``status``, once the run has finished. The cell runs as if
   the person ran it: its outputs and count show in the notebook.
 
+- ``delete``: ``cell_id`` -> ``cell_id``; ``move``: ``cell_id``, ``index`` -> ``cell_id``;
+  ``outputs``: ``cell_id``, ``outputs`` (nbformat dicts) kept in the cell. With
+  ``strict`` and ``expected``, an ``edit``, ``delete`` or ``move`` whose cell no
+  longer holds exactly ``expected`` is refused, nothing changed; an ``insert``
+  may name the new cell's ``cell_id``.
+
+Unasked, the page sends ``{"op": "cells", "order": [ids], "cells": {id: cell}}``
+after its hello and whenever cells change (the cells that changed, as nbformat
+dicts): the kernel's copy of the live notebook (:meth:`NotebookBridge.mirror`).
+
 Requests carry the ``client`` of the first hello, so only that page acts on
 them when several pages show the notebook. A request no page has taken yet
 can be withdrawn (:meth:`NotebookBridge.withdraw`); one still unsent when the
@@ -29,6 +39,7 @@ is called when it comes.
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 import uuid
@@ -58,6 +69,8 @@ class NotebookBridge:
         self._path: str | None = None
         self._queued: list[dict[str, Any]] = []  # sent before the hello
         self._waiting: dict[str, Callable[[Reply], None]] = {}
+        self._order: list[str] | None = None  # the page's cells, as it last said
+        self._cells: dict[str, dict[str, Any]] = {}
 
     @classmethod
     def for_kernel(cls, notebook: str = "") -> NotebookBridge | None:
@@ -77,6 +90,30 @@ class NotebookBridge:
     def path(self) -> str | None:
         """The notebook's path as the page that answered names it; None before it has."""
         return self._path
+
+    def open(self) -> None:
+        """Open the comm now (a page answers once the kernel is idle); no-op if open."""
+        with self._lock:
+            if self._comm is None:
+                self._open()
+
+    def mirror(self) -> dict[str, Any] | None:
+        """The live notebook as the page last sent it (an nbformat dict); None before it has."""
+        with self._lock:
+            if not self._attached or self._order is None:
+                return None
+            cells = [copy.deepcopy(self._cells[i]) for i in self._order if i in self._cells]
+        return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}
+
+    def apply_to_mirror(self, change: Callable[[dict[str, Any]], object]) -> None:
+        """Make ``change`` on the copy too, so reads before the page's next word see it."""
+        notebook = self.mirror()
+        if notebook is None:
+            return
+        change(notebook)
+        with self._lock:
+            self._order = [str(cell.get("id")) for cell in notebook["cells"]]
+            self._cells = {str(cell.get("id")): cell for cell in notebook["cells"]}
 
     def request(self, op: dict[str, Any], on_reply: Callable[[Reply], None]) -> str:
         """Send ``op`` (``{"op": ..., ...}``) to the notebook; return the request's id.
@@ -123,6 +160,9 @@ class NotebookBridge:
         if data.get("op") == "hello":
             self._on_hello(data)
             return
+        if data.get("op") == "cells" and "id" not in data:
+            self._on_cells(data)
+            return
         with self._lock:
             callback = self._waiting.pop(str(data.get("id")), None)
         if callback is not None:
@@ -143,6 +183,18 @@ class NotebookBridge:
         for message in queued:
             comm.send(self._addressed(message))
 
+    def _on_cells(self, data: dict[str, Any]) -> None:
+        order, cells = data.get("order"), data.get("cells")
+        if not isinstance(order, list) or not isinstance(cells, dict):
+            return
+        with self._lock:
+            if not self._attached or data.get("client") not in (None, self._client):
+                return  # another page's copy
+            self._order = [str(i) for i in order]
+            self._cells.update({str(k): v for k, v in cells.items() if isinstance(v, dict)})
+            kept = set(self._order)
+            self._cells = {k: v for k, v in self._cells.items() if k in kept}
+
     def _addressed(self, message: dict[str, Any]) -> dict[str, Any]:
         return message if self._client is None else {**message, "client": self._client}
 
@@ -152,6 +204,7 @@ class NotebookBridge:
             unsent = {message["id"] for message in self._queued}
             self._comm, self._attached, self._client = None, False, None
             self._path, self._queued = None, []
+            self._order, self._cells = None, {}
         error = "JupyterLab closed the connection to the notebook: no page with nbchat's extension"
         for request_id, callback in waiting.items():
             reply = {"id": request_id, "ok": False, "error": error}

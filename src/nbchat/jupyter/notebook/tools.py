@@ -5,8 +5,10 @@ mentions in the user's namespace, supplies IPython's ``text/llm+plain``
 formatter as the description hook, finds the last exception with the cell
 that raised it, and runs code the way a cell runs (magics and ``!`` lines
 included) with its output captured. :func:`notebook_tools` gives the model
-read access (``list_variables``, ``describe``, ``read_cell``, ``last_error``)
-and ``run_code``, which runs only after the person's yes.
+read access (``read_cells``, ``list_variables``, ``describe_variable``,
+``read_cell``, ``last_error``), the cell changes it proposes
+(:mod:`nbchat.context.cell_tools`) and ``run_code``, which runs only after
+the person's yes.
 
 Code is run here, not with a nested ``run_cell``: a nested cell would bump
 the execution count, rewrite ``_``/``Out`` and history, fire the post-execute
@@ -262,25 +264,66 @@ def notebook_tools(
     *,
     approval: str = "always",
     on_run: Callable[[RunResult], None] | None = None,
+    mode: Callable[[], str] = lambda: "ask",
+    on_change: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[Any]:
-    """Tools that let the model look at this notebook and, after a yes, run code in it.
+    """Tools that let the model read this notebook and, after a yes, change and run it.
 
-    ``list_variables``, ``describe(name)``, ``read_cell(n)`` and ``last_error``
-    only read; ``run_code(code)`` is a client tool: the person runs, edits or
-    rejects the code first, unless the ``approval`` policy (``"always"`` ask,
-    ``"risky"``: only code the allowlist proves harmless among the notebook's
-    variables, ``"never-ask"``; capped by ``NBCHAT_MAX_APPROVAL``) lets it run.
-    ``on_run(result)`` is called after each run (the magics show its output).
+    The same tools, by name, arguments and text, that outside agents get (less
+    ``path``): ``read_cells``, ``list_variables``, ``describe_variable``,
+    ``read_cell(n)`` and ``last_error`` only read; ``insert_cell``,
+    ``edit_cell``, ``delete_cell``, ``move_cell`` and ``execute_cell`` are
+    proposals the person accepts, chunk by chunk, or rejects
+    (:mod:`nbchat.context.cell_tools`), as ``mode()`` says (``ask``, ``plan``,
+    ``accept-edits``); ``run_code(code)`` runs after the person's yes, unless
+    the ``approval`` policy (``"always"`` ask, ``"risky"``: only code the
+    allowlist proves harmless, ``"never-ask"``; capped by
+    ``NBCHAT_MAX_APPROVAL``) lets it run. ``on_run(result)`` is called after
+    each run (the magics show its output); ``on_change(change)`` after each
+    change that landed (the magics keep it with its turn, for undo).
     """
+    from ...context.cell_tools import cell_tools
+    from ._cells import LiveNotebook
+
     shell = _current_shell() if shell is None else shell
     notebook = Notebook(shell)
+    live = LiveNotebook(notebook.run, on_run=on_run)
+    live.attach()
     return [
+        _read_cells_tool(live),
         _list_variables_tool(notebook),
         _describe_tool(notebook),
         _read_cell_tool(notebook),
         _last_error_tool(notebook),
+        *cell_tools(live, mode=mode, on_change=on_change),
         _run_code_tool(notebook, approval=approval, on_run=on_run),
     ]
+
+
+def _read_cells_tool(live: Any) -> Any:
+    from ...context.cell_tools import CannotEdit
+    from ...context.notebook import cells_text
+    from ...tools import tool
+
+    @tool
+    def read_cells(start: int = 0, count: int = 20) -> str:
+        """The notebook's cells in order: ids, sources, execution counts, outputs (bounded).
+
+        Parameters
+        ----------
+        start
+            The first cell's index.
+        count
+            How many cells (at most 50).
+        """
+        try:
+            notebook = live.notebook()
+        except CannotEdit as error:
+            return f"No notebook to read: {error}. read_cell(n) reads the cells run so far."
+        return cells_text(notebook, live.where(), start, min(int(count), 50),
+                          more="read_cells(start={next})")  # fmt: skip
+
+    return read_cells
 
 
 def _current_shell() -> Any:
@@ -306,7 +349,7 @@ def _list_variables_tool(notebook: Notebook) -> Any:
 def _describe_tool(notebook: Notebook) -> Any:
     from ...tools import tool
 
-    @tool(name="describe")
+    @tool
     def describe_variable(name: str) -> str:
         """Describe a variable of the user's notebook: shape, types, a sample, a summary.
 

@@ -1,0 +1,74 @@
+"""The notebook agent's commands: ``--mode`` (what asks) and ``--undo`` (put a turn's cells back).
+
+A thread's mode is kept in its settings (``mode``); a thread without one uses
+``ChatMagics.mode``. Either is capped by the administrator
+(``NBCHAT_MAX_APPROVAL=always`` turns ``accept-edits`` into ``ask``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+
+from ...base.errors import InputError
+from ...context.cell_tools import MODES, effective_mode
+
+if TYPE_CHECKING:
+    from .magics import ChatMagics
+
+__all__ = ["current_mode", "set_mode", "undo"]
+
+
+def current_mode(magics: ChatMagics) -> str:
+    """The mode of the current thread (its own, else ``ChatMagics.mode``), as capped."""
+    mode = magics.mode
+    if magics.thread_id is not None:
+        try:
+            saved = (magics.chat.store.get(magics.thread_id).settings or {}).get("mode")
+        except Exception:  # a thread deleted meanwhile: the session's mode
+            saved = None
+        mode = saved if saved in MODES else mode
+    return effective_mode(mode if mode in MODES else "ask")
+
+
+def set_mode(magics: ChatMagics, opts: Any, text: str) -> None:
+    """``%chat --mode MODE``: the current thread's mode from now on (a new thread if none)."""
+    mode = opts.mode
+    try:
+        capped = effective_mode(mode)
+    except InputError as error:
+        raise UsageError(str(error)) from None
+    chat = magics.chat
+    thread_id = opts.thread if opts.thread is not None else magics.thread_id
+    if thread_id is None:
+        thread_id = magics.thread_id = chat.new_thread(magics.model or None)
+    settings = dict(chat.store.get(thread_id).settings or {})
+    chat.store.update_thread(thread_id, settings={**settings, "mode": mode})
+    note = "" if capped == mode else \
+        f" (the administrator's NBCHAT_MAX_APPROVAL caps it: it acts as {capped})"  # fmt: skip
+    print(f"Thread {thread_id} is in {mode} mode{note}. " + _MEANS[capped])
+
+
+_MEANS = {
+    "ask": "Every change to the notebook, and every run, waits for your answer.",
+    "plan": "The model reads and plans; no tool that changes the notebook is offered.",
+    "accept-edits": "Changes land as proposed and stay undoable (%chat --undo); running a "
+                    "cell or code still asks.",
+}
+
+
+def undo(magics: ChatMagics, opts: Any, text: str) -> None:
+    """``%chat --undo [TURN]``: put back the cells a turn (the last that changed any) changed."""
+    from ..notebook._cells import LiveNotebook
+    from ..notebook._undo import undo_turn
+
+    thread_id = opts.thread if opts.thread is not None else magics.thread_id
+    if thread_id is None:
+        raise UsageError("no current thread; say which: %chat -t ID --undo [TURN]")
+    turn = None if opts.undo == -1 else opts.undo
+    try:
+        print(undo_turn(magics.chat.store, LiveNotebook(), thread_id, turn,
+                        force=bool(opts.force)))  # fmt: skip
+    except InputError as error:
+        raise UsageError(str(error)) from None
