@@ -235,3 +235,24 @@ def test_a_restart_between_proposal_and_answer_loses_nothing(run, ip, nb, server
     assert result.error_in_exec is None and source(nb, "c1") == "x = 7\n"
     again = fresh.run_cell("%chat -t 1 --answer accept", store_history=True)
     assert again.error_in_exec is not None or source(nb, "c1") == "x = 7\n"
+
+
+def test_a_stale_proposal_in_its_prompt_widget_is_drawn_again_on_the_new_text(ip, nb, server):
+    from nbchat.jupyter.cell.prompts import pending_prompts, show_tool_prompts
+
+    server.script(
+        Reply(tool_calls=[("edit_cell", {"cell_id": "c1", "source": "x = 2\n",
+                                         "why": "Two."})], when="two"),
+        Reply("Now two.", after_tool="edit_cell"),
+    )
+    ip.run_cell("%chat --agent make x two")
+    chat = ip.magics_manager.registry["ChatMagics"].notebook_chat()
+    show_tool_prompts(chat, chat.pending_calls(1))
+    (prompt,) = pending_prompts(1)
+    data = json.loads(nb.read_text())
+    data["cells"][1]["source"] = "x = 1  # mine\n"
+    nb.write_text(json.dumps(data))
+    prompt.submit("accept")
+    assert "changed since this change was proposed" in prompt.error
+    assert prompt.call.prompt.extra["base"] == "x = 1  # mine\n"
+    assert not prompt.is_answered and source(nb, "c1") == "x = 1  # mine\n"

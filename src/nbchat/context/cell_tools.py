@@ -81,6 +81,10 @@ class NotebookCells(Protocol):
         """Run the cell's ``source`` in the kernel; what it did, as the model reads it."""
         ...
 
+    def identity(self) -> str:
+        """Which notebook this is (its file), so that a proposal lands only in its own."""
+        ...
+
 
 def effective_mode(requested: str) -> str:
     """``requested`` checked, lowered to ``ask`` where the administrator's cap forbids it."""
@@ -163,6 +167,7 @@ class CellChange(ClientTool):
         return {"kind": "choice", "question": scrub(why)[:500], "options": options,
                 "markdown": shown, "view": "proposal", "op": self.op, "where": where,
                 "cell_id": target.id if target is not None else "", "base": base,
+                "notebook": self.cells.identity(),
                 "base_digest": digest(base), "chunks": count, "diff": diff}  # fmt: skip
 
     def _proposed(self, arguments: dict[str, Any], base: str) -> str:
@@ -197,6 +202,10 @@ class CellChange(ClientTool):
                     "turn": call.turn, "call": call.call_id, "reason": reason}  # fmt: skip
         if action == "reject":
             return decision
+        made_for = prompt.get("notebook")
+        if isinstance(made_for, str) and made_for != self.cells.identity():
+            raise InvalidToolAnswer(f"this change was proposed for the notebook {made_for!r}; "
+                                    "accept it in that notebook, or reject it here")  # fmt: skip
         base = str(prompt.get("base", ""))
         count = int(prompt.get("chunks", 0) or 0)
         accepted = set(range(1, count + 1)) if wanted is None else wanted

@@ -11,7 +11,7 @@ from __future__ import annotations
 import weakref
 from typing import Any, Protocol
 
-__all__ = ["Loaded", "chat_of", "hand_over", "loaded_in"]
+__all__ = ["Loaded", "chat_of", "hand_over", "loaded_in", "notebook_chat_of"]
 
 
 class Loaded(Protocol):
@@ -20,6 +20,9 @@ class Loaded(Protocol):
     @property
     def chat(self) -> Any:
         """The Chat ``%chat`` asks with now."""
+
+    def notebook_chat(self) -> Any:
+        """The Chat that also offers the notebook tools, which answers their calls."""
 
     def side_panel(self) -> Any:
         """The side panel on that Chat, following the magics' prices (as ``--panel --side``)."""
@@ -51,3 +54,11 @@ def chat_of(shell: Any) -> Any:
     if loaded is None:
         raise RuntimeError("nbchat's extension did not load its magics in this shell")
     return loaded.chat
+
+
+def notebook_chat_of(shell: Any) -> Any:
+    """The magics' Chat with the notebook tools in ``shell`` (loading the extension if need be)."""
+    chat_of(shell)
+    loaded = loaded_in(shell)
+    assert loaded is not None
+    return loaded.notebook_chat()

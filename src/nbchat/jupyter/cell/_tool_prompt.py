@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 
 from ...base import markup
-from ...base.errors import AlreadyAnswered, InputError, NoPendingCall
+from ...base.errors import AlreadyAnswered, InputError, NoPendingCall, StaleProposal
 from ...context.run_code import shown_digest
 from ._widget_output import OutputHandle, shows_errors
 
@@ -128,6 +128,9 @@ class ToolPrompt(widgets.VBox):
         except NoPendingCall:
             self._lock(None, "this question no longer waits for an answer")
             raise
+        except StaleProposal:  # the proposal again, on the cell's new text
+            self._show_again()
+            raise
         self._set_error("")
         self._lock(value, f"✓ {_shown(value)}")
         self._answer_callbacks(self, value)
@@ -136,6 +139,13 @@ class ToolPrompt(widgets.VBox):
                 pass
         else:
             self._on_accepted(self, events)
+
+    def _show_again(self) -> None:
+        """Draw the call as the store now holds it (its prompt made again)."""
+        for call in self.chat.pending_calls(self.call.thread_id):
+            if call.call_id == self.call.call_id:
+                self.call = call
+                self.children = self._build(call.prompt)
 
     def refresh(self) -> bool:
         """Whether the call still waits for an answer; if not, lock the prompt."""

@@ -90,6 +90,10 @@ class ChatMagics(ChatSettings):
         """
         return self.chats.with_notebook_tools() if self._use_agent else self.chats.plain()
 
+    def notebook_chat(self) -> Chat:
+        """The Chat that offers the notebook tools (``--agent``'s): it answers their calls."""
+        return self.chats.with_notebook_tools()
+
     def side_panel(self) -> Any:
         """The side panel on this Chat, as ``%chat --panel --side`` opens it (not displayed)."""
         return session.panel_for(self, side=True)
@@ -475,6 +479,9 @@ def load(ipython: Any) -> None:
     cleanup[:] = [t for t in cleanup if getattr(t, "__name__", "") != name]
     cleanup.append(protect_chat_questions)
     set_notifier(show_note)
+    from ..notebook._page_proposals import watch
+
+    watch(ipython)  # a page holding the notebook draws its proposals and answers them
 
 
 def unload(ipython: Any) -> None:

@@ -58,6 +58,10 @@ class LiveNotebook:
         if bridge is not None:
             bridge.open()
 
+    def identity(self) -> str:
+        """The notebook's file as the server's session names it ("" when none does)."""
+        return os.environ.get("JPY_SESSION_NAME", "")
+
     # -- reading --------------------------------------------------------------------
     def where(self) -> str:
         """Where the cells are read from, in words."""

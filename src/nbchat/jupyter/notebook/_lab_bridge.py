@@ -55,6 +55,7 @@ TARGET = "nbchat.notebook"
 Reply = dict[str, Any]
 
 _BRIDGES: dict[tuple[int, str], NotebookBridge] = {}
+_HOOKS: dict[str, list[Callable[[dict[str, Any]], None]]] = {}  # the page's unasked messages
 
 
 class NotebookBridge:
@@ -80,6 +81,19 @@ class NotebookBridge:
         if kernel is None:
             return None
         return _BRIDGES.setdefault((id(kernel), notebook), cls(notebook))
+
+    @staticmethod
+    def on_op(op: str, callback: Callable[[dict[str, Any]], None]) -> None:
+        """Call ``callback(data)`` for each message ``op`` a page sends unasked (after a
+        ``hello`` has been taken, for ``hello``)."""
+        _HOOKS.setdefault(op, []).append(callback)
+
+    def notify(self, message: dict[str, Any]) -> None:
+        """Send the page that answered a message that needs no reply; dropped before one has."""
+        with self._lock:
+            comm = self._comm if self._attached else None
+        if comm is not None:
+            comm.send(self._addressed(message))
 
     @property
     def is_attached(self) -> bool:
@@ -158,23 +172,28 @@ class NotebookBridge:
         if not isinstance(data, dict):
             return
         if data.get("op") == "hello":
-            self._on_hello(data)
+            if self._on_hello(data):
+                _call_hooks("hello", data)
             return
         if data.get("op") == "cells" and "id" not in data:
             self._on_cells(data)
+            return
+        if "id" not in data and data.get("op") in _HOOKS:
+            if data.get("client") in (None, self._client):
+                _call_hooks(str(data["op"]), data)
             return
         with self._lock:
             callback = self._waiting.pop(str(data.get("id")), None)
         if callback is not None:
             callback(data)
 
-    def _on_hello(self, data: dict[str, Any]) -> None:
+    def _on_hello(self, data: dict[str, Any]) -> bool:
         with self._lock:
             client, path = data.get("client"), data.get("path")
             if self._attached:
-                return  # another page showing the notebook: the first one serves
+                return False  # another page showing the notebook: the first one serves
             if self.notebook and path != self.notebook:
-                return  # a page of another notebook on this kernel: never its changes
+                return False  # a page of another notebook on this kernel: never its changes
             self._attached = True
             self._client = client if isinstance(client, str) else None
             self._path = path if isinstance(path, str) else None
@@ -182,6 +201,7 @@ class NotebookBridge:
             comm = self._comm
         for message in queued:
             comm.send(self._addressed(message))
+        return True
 
     def _on_cells(self, data: dict[str, Any]) -> None:
         order, cells = data.get("order"), data.get("cells")
@@ -209,3 +229,13 @@ class NotebookBridge:
         for request_id, callback in waiting.items():
             reply = {"id": request_id, "ok": False, "error": error}
             callback({**reply, "unsent": True} if request_id in unsent else reply)
+
+
+def _call_hooks(op: str, data: dict[str, Any]) -> None:
+    for callback in list(_HOOKS.get(op, ())):
+        try:
+            callback(data)
+        except Exception:  # one hook's failure never stops the comm's other messages
+            import logging
+
+            logging.getLogger("nbchat").exception("nbchat: the page's %r message failed", op)
