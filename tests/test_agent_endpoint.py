@@ -108,7 +108,7 @@ def test_tools_are_listed_with_truthful_annotations(lab: Any, base: Path) -> Non
     listed = {tool.name: tool.annotations for tool in mcp_tools(lab, mint(base))}
     reads = {"list_notebooks", "read_cells", "list_variables", "describe_variable",
              "call_status"}  # fmt: skip
-    changes = {"run_code", "insert_cell", "edit_cell", "execute_cell"}
+    changes = {"run_code", "insert_cell", "edit_cell", "delete_cell", "move_cell", "execute_cell"}
     assert set(listed) == reads | changes
     assert all(listed[name].read_only_hint is True for name in reads)
     assert all(listed[name].read_only_hint is False for name in changes)
@@ -783,3 +783,51 @@ def test_a_read_of_a_kernel_stopped_meanwhile_says_so(lab: Any, base: Path) -> N
     after = mcp_call(lab, token, "list_variables", path=made.name)
     assert after.is_error and "has a running kernel" in result_data(after)
     assert not mcp_call(lab, token, "list_notebooks").is_error
+
+
+def test_an_agents_edit_is_a_diff_and_one_accepted_chunk_lands_alone(
+    lab: Any, base: Path
+) -> None:
+    made = Notebook(lab, "agent-chunks.ipynb", ["a = 1\nb = 2\nc = 3\nd = 4\ne = 5\nf = 6"])
+    try:
+        token = mint(base)
+        (cell_id,) = [c["id"] for c in saved_cells(lab, made.name)]
+        call = result_data(mcp_call(lab, token, "edit_cell", path=made.name, cell_id=cell_id,
+                                    source="A = 1\nb = 2\nc = 3\nd = 4\ne = 5\nF = 6",
+                                    why="capitals"))  # fmt: skip
+        thread, turn = map(int, call["handle"].split("."))
+        (waiting,) = open_store(str(base / "store"), USER).get(thread).turns[turn].pending
+        shown = waiting.question  # what a terminal or nbclient prints
+        assert "@@ -1,4 +1,4 @@ chunk 1" in shown and "@@ -5,2 +5,2 @@ chunk 2" in shown
+        assert "      -f = 6\n" in shown and "      +F = 6\n" in shown
+        assert "(accept, accept 1 3 (those chunks), edit: NEW, or reject: WHY)" in shown
+        made.run(f"%chat --answer {call['handle']} 'accept 2'")
+        done = ended(lab, token, call["handle"])
+        assert done["state"] == "done", done
+        assert "accepted chunks 2 of 2 of the diff only" in done["result"]
+        assert ["".join(c["source"]) for c in saved_cells(lab, made.name)] == \
+            ["a = 1\nb = 2\nc = 3\nd = 4\ne = 5\nF = 6"]
+    finally:
+        made.shut_down(lab)
+
+
+def test_an_agent_deletes_and_moves_cells_after_a_yes(lab: Any, base: Path) -> None:
+    made = Notebook(lab, "agent-moves.ipynb", ["one = 1", "two = 2", "three = 3"])
+    try:
+        token = mint(base)
+        ids = [c["id"] for c in saved_cells(lab, made.name)]
+        moved = result_data(mcp_call(lab, token, "move_cell", path=made.name, cell_id=ids[2],
+                                     index=0, why="first"))  # fmt: skip
+        made.run(f"%chat --answer {moved['handle']} run")
+        assert ended(lab, token, moved["handle"])["state"] == "done"
+        assert [c["id"] for c in saved_cells(lab, made.name)] == [ids[2], ids[0], ids[1]]
+        gone = result_data(mcp_call(lab, token, "delete_cell", path=made.name, cell_id=ids[1],
+                                    why="unused"))  # fmt: skip
+        refused = made.run(f"%chat --answer {gone['handle']} 'edit: x = 1'")
+        assert "cannot be edited" in refused
+        made.run(f"%chat --answer {gone['handle']} run")
+        done = ended(lab, token, gone["handle"])
+        assert done["state"] == "done" and "The cell was deleted" in done["result"], done
+        assert [c["id"] for c in saved_cells(lab, made.name)] == [ids[2], ids[0]]
+    finally:
+        made.shut_down(lab)

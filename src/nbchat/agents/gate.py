@@ -41,6 +41,8 @@ GATED = {
     "execute_cell": "execute",
     "insert_cell": "edit",
     "edit_cell": "edit",
+    "delete_cell": "edit",
+    "move_cell": "edit",
 }
 TOOL_PREFIX = "agent_"  # the pending call's tool: agent_run_code, agent_insert_cell, …
 AGENT_MODEL = "outside-agent"
@@ -105,12 +107,14 @@ class AgentGate:
         key: str,
         why: str = "",
         shown: str = "",
+        diff: str = "",
     ) -> AgentCall:
         """Record ``tool(arguments)`` as a call waiting for the person; the same key, the same call.
 
         ``arguments`` hold what the person sees and what runs (``code`` for
         code, ``source`` for a cell). ``shown`` is extra Markdown above the
-        prompt (a cell's diff); ``why`` the agent's reason, shown as its words.
+        prompt; ``diff`` an edit's unified diff (chunks numbered), which text front ends
+        print instead of the whole new source; ``why`` the agent's reason, as its words.
         """
         thread_id = self._thread_for(token)
         thread = self.store.get(thread_id)
@@ -126,7 +130,8 @@ class AgentGate:
         prompt = Prompt(
             kind="code", question=question, options=("Run", "Edit", "Reject"), markdown=shown,
             extra={"agent": label, "token": token.id, "notebook": notebook,
-                   "reason": reason, "asks": _why_it_asks(tool)},
+                   "reason": reason, "asks": _why_it_asks(tool),
+                   **({"diff": diff} if diff else {})},
         )  # fmt: skip
         stored = {**arguments, "notebook": notebook, "handle": f"{thread_id}.{turn}"}
         pending = PendingCall(thread_id, turn, call_id, TOOL_PREFIX + tool, stored, prompt)

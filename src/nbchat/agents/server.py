@@ -30,6 +30,7 @@ from ..base.errors import AgentRefused, InputError, NbchatError
 from ..base.markup import fence
 from ..context.notebook import READ_CHARS
 from ..context.notebook import cells_text as notebook_cells
+from ..context.proposals import unified
 from .gate import GATED, AgentCall, AgentGate, request_key
 from .tokens import AgentToken
 
@@ -172,7 +173,7 @@ class _Toolkit:
         )
 
     async def gated(self, ctx: Any, tool: str, path: str, arguments: dict, why: str,
-                    shown: str = "") -> dict:  # fmt: skip
+                    shown: str = "", diff: str = "") -> dict:  # fmt: skip
         session = await self.session_of(path, GATED[tool])
         if session.language != "python":
             raise AgentRefused(
@@ -182,7 +183,7 @@ class _Toolkit:
         token = self.caller()
         key = request_key(token, tool, {**arguments, "why": why, "path": path}, ctx.request_id)
         call = self.gate().request(token, tool, arguments, notebook=path, key=key, why=why,
-                                   shown=shown)  # fmt: skip
+                                   shown=shown, diff=diff)  # fmt: skip
         await self.notebooks.wake(path)
         return call.to_dict()
 
@@ -278,12 +279,47 @@ def _add_changes(kit: _Toolkit) -> None:
 
     @tool(kit.changes)
     async def edit_cell(path: str, cell_id: str, source: str, why: str, ctx: Context) -> dict:
-        """Replace a cell's source (by the id read_cells gives), once the person says yes."""
+        """Replace a cell's source (by the id read_cells gives), once the person says yes.
+
+        The person sees the change as a diff on the cell as saved and may accept some of
+        its chunks only; call_status says which landed. A cell changed since it was saved
+        is not changed: read it again and propose anew.
+        """
         await kit.in_scope(path, "edit")
         old = await _cell_source(notebooks, path, cell_id)
         arguments = {"code": _code(source), "cell_id": cell_id, "saved": old}
-        shown = f"The cell now holds, as saved:\n\n{fence(old, 'python')}\n\n{REPLACES}"
-        return await gated(ctx, "edit_cell", path, arguments, why, shown)
+        diff = unified(old, source, f"cell {cell_id}")
+        shown = f"The change to the cell as saved:\n\n{fence(diff, 'diff')}"
+        return await gated(ctx, "edit_cell", path, arguments, why, shown, diff)
+
+    _add_removals(kit)
+
+
+def _add_removals(kit: _Toolkit) -> None:
+    """Deleting, moving and running a cell: the cell as saved is shown, and acted on."""
+    from mcp.server.mcpserver import Context
+
+    notebooks, tool, gated = kit.notebooks, kit.tool, kit.gated
+
+    @tool(kit.changes)
+    async def delete_cell(path: str, cell_id: str, why: str, ctx: Context) -> dict:
+        """Delete a cell (by the id read_cells gives), once the person says yes."""
+        await kit.in_scope(path, "edit")
+        old = await _cell_source(notebooks, path, cell_id)
+        arguments = {"code": old or " ", "cell_id": cell_id, "saved": old}
+        shown = f"Delete this cell, as saved:\n\n{fence(old, 'python')}"
+        return await gated(ctx, "delete_cell", path, arguments, why, shown)
+
+    @tool(kit.changes)
+    async def move_cell(path: str, cell_id: str, index: int, why: str, ctx: Context) -> dict:
+        """Move a cell to position ``index`` (0 is the top), once the person says yes."""
+        await kit.in_scope(path, "edit")
+        old = await _cell_source(notebooks, path, cell_id)
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            raise InputError(f"index is a cell position from 0, got {str(index)[:20]!r}")
+        arguments = {"code": old or " ", "cell_id": cell_id, "saved": old, "index": index}
+        shown = f"Move this cell to position {index}:\n\n{fence(old, 'python')}"
+        return await gated(ctx, "move_cell", path, arguments, why, shown)
 
     @tool(kit.changes)
     async def execute_cell(path: str, cell_id: str, why: str, ctx: Context) -> dict:

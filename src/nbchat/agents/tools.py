@@ -3,12 +3,15 @@
 They are never offered to a model: a Chat holds them as ``answering`` tools,
 so the person's Run, Edit or Reject on an agent's call is checked and claimed
 exactly like an answer to nbchat's own ``run_code`` (the same decision words,
-the same code view, hidden characters refused outside strings). What acting
+the same code view, hidden characters refused outside strings); an edit is
+also a proposal, its diff's chunks accepted as for nbchat's own model
+(``accept``, ``accept 1 3``). What acting
 on the answer does is up to callables the Jupyter layer supplies:
 
 - ``agent_run_code`` runs the code as ``run_code`` does, through the runner;
-- ``agent_insert_cell``, ``agent_edit_cell`` and ``agent_execute_cell`` ask
-  the notebook's front end to make the change (``apply``), which answers
+- ``agent_insert_cell``, ``agent_edit_cell``, ``agent_delete_cell``,
+  ``agent_move_cell`` and ``agent_execute_cell`` ask the notebook's front end
+  to make the change (``apply``), which answers
   later: the call's output is then :data:`ACTING_OUTPUT` until ``apply``'s
   callback gives the result (:meth:`AgentGate.complete`).
 """
@@ -79,6 +82,31 @@ class AgentCellChange(AgentRunCode):
         self.name = TOOL_PREFIX + f"{op}_cell"
         self.apply = apply
 
+    def parse_response(self, arguments: dict[str, Any], response: object) -> CodeDecision:
+        """Run, Edit, Reject as for code; and a proposal's answers: accept, accept 1 3."""
+        word = response.get("action") if isinstance(response, dict) else response
+        if isinstance(word, str) and word.strip().lower().startswith("accept"):
+            return self._accepted(arguments, response)
+        decision = super().parse_response(arguments, response)
+        if decision.action == "edit" and self.op in ("delete", "move"):
+            raise InvalidToolAnswer(f"a {self.op} cannot be edited; answer run or reject")
+        return decision
+
+    def _accepted(self, arguments: dict[str, Any], response: object) -> CodeDecision:
+        """The chunks accepted of an edit (all, for any other change), landed on the saved text."""
+        from ..context.cell_tools import chunk_numbers
+        from ..context.proposals import apply, chunks
+
+        code, saved = str(arguments["code"]), arguments.get("saved")
+        if self.op != "edit" or not isinstance(saved, str):
+            return CodeDecision("run", code)
+        count = len(chunks(saved, code))
+        wanted = chunk_numbers(response, count)
+        if wanted is None or wanted == set(range(1, count + 1)):
+            return CodeDecision("run", code)
+        return CodeDecision("edit", apply(saved, code, wanted), chunks=tuple(sorted(wanted)),
+                            of=count)  # fmt: skip
+
     def output(self, arguments: dict[str, Any], answer: object) -> str:
         decision = answer if isinstance(answer, CodeDecision) else CodeDecision("reject")
         if decision.action == "reject":
@@ -120,8 +148,8 @@ def answering_tools(
     runner: Runner, apply: Apply, reader: Callable[[dict[str, Any]], str] | None = None
 ) -> list[RunCode]:
     """The tools that answer every kind of gated agent call in one kernel."""
-    tools: list[RunCode] = [AgentRunCode(runner),
-                            *(AgentCellChange(op, apply) for op in ("insert", "edit", "execute"))]
+    ops = ("insert", "edit", "execute", "delete", "move")
+    tools: list[RunCode] = [AgentRunCode(runner), *(AgentCellChange(op, apply) for op in ops)]
     if reader is not None:
         tools.append(AgentRead(reader))
     return tools

@@ -222,6 +222,11 @@ class PendingCall:
         """
         prompt = self.prompt
         text = _visible.for_terminal(" ".join(prompt.question.split())) or self.tool
+        if prompt.kind == "code" and prompt.extra.get("diff"):  # an outside agent's edit
+            diff = _visible.for_terminal(str(prompt.extra["diff"]).rstrip("\n"))
+            shown = "\n".join("      " + line for line in diff.split("\n"))
+            return f"{text}\n{shown}\n   (accept, accept 1 3 (those chunks), edit: NEW, " \
+                "or reject: WHY)"  # fmt: skip
         if prompt.kind == "code":  # the person must see the code to answer
             code = _indented(str(self.arguments.get("code", "")), "This code holds")
             return f"{text}\n{code}\n   (run, reject: WHY, or edit: NEW CODE)"

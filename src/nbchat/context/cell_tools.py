@@ -343,6 +343,16 @@ def _decision(response: object) -> tuple[str, set[int] | None, str]:
     return "accept", _numbers(rest.replace(",", " ").split()), ""
 
 
+def chunk_numbers(response: object, count: int) -> set[int] | None:
+    """The chunks an accept names (None: every one); InvalidToolAnswer for any outside 1..count."""
+    action, wanted, _ = _decision(response)
+    if action != "accept":
+        raise InvalidToolAnswer(f"this is not an accept; {_HOW}")
+    if wanted is not None and not wanted <= set(range(1, count + 1)):
+        raise InvalidToolAnswer(f"this change has chunks 1 to {count}; accept some of them")
+    return wanted
+
+
 def _numbers(values: object) -> set[int]:
     if not isinstance(values, list | tuple):
         raise InvalidToolAnswer(f"chunks are numbers, as in 'accept 1 3'; {_HOW}")

@@ -63,9 +63,13 @@ class CodeDecision:
     action: Action
     code: str = ""
     reason: str = ""
+    chunks: tuple[int, ...] = ()  # a diff's chunks accepted, when only some were
+    of: int = 0  # of how many
 
     def __str__(self) -> str:
         """The decision in words, as the thread records it."""
+        if self.chunks:
+            return f"accept chunks {', '.join(map(str, self.chunks))} of {self.of}"
         said = {"run": "run", "edit": "run the edited code", "reject": "reject"}[self.action]
         return f"{said}: {self.reason}" if self.reason else said
 

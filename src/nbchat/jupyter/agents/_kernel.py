@@ -232,6 +232,9 @@ def _apply(op: str, arguments: dict[str, Any], decision: CodeDecision) -> None:
     if op == "insert":
         first = {"op": "insert", "index": arguments.get("index"), "source": source,
                  "cell_type": arguments.get("cell_type") or "code", "metadata": metadata}
+    elif op in ("delete", "move"):  # only the cell as the person saw it
+        first = {"op": op, "cell_id": arguments["cell_id"], "index": arguments.get("index"),
+                 "metadata": metadata, "expected": arguments.get("saved"), "strict": True}
     else:  # an execute runs exactly what was shown (or edited): the source first
         first = {"op": "edit", "cell_id": arguments["cell_id"], "source": source,
                  "metadata": metadata}
@@ -240,6 +243,7 @@ def _apply(op: str, arguments: dict[str, Any], decision: CodeDecision) -> None:
         shown = arguments.get("code" if op == "execute" else "saved")
         if isinstance(shown, str):
             first["expected"] = shown
+        first["strict"] = op == "edit"  # a diff lands only on the text it was made on
 
     def answered(reply: dict[str, Any]) -> None:
         if reply.get("unsent"):  # JupyterLab has no page for it: nothing was done there
@@ -271,8 +275,18 @@ def _in_file(op: str, notebook: str, arguments: dict[str, Any], source: str,
             nb, arguments.get("index"), source, str(arguments.get("cell_type") or "code"),
             metadata))  # fmt: skip
     cell_id = str(arguments["cell_id"])
-    if op == "edit":
-        return _agent_file.change(notebook, lambda nb: cells.edit(nb, cell_id, source, metadata))
+    saved = arguments.get("saved")
+
+    def changed(nb: dict[str, Any]) -> dict[str, Any]:
+        cells.check_source(nb, cell_id, saved)  # the cell as the person saw it, or nothing
+        if op == "delete":
+            return cells.delete(nb, cell_id)
+        if op == "move":
+            return cells.move(nb, cell_id, arguments.get("index"))
+        return cells.edit(nb, cell_id, source, metadata)
+
+    if op in ("edit", "delete", "move"):
+        return _agent_file.change(notebook, changed)
     return _agent_file.run_in_file(notebook, cell_id, source, metadata, Notebook(_shell()).run)
 
 
@@ -303,7 +317,11 @@ def _reply_text(op: str, reply: dict[str, Any], decision: CodeDecision) -> str:
         ran = "The cell ran in the notebook's kernel" if reply.get("in_file") else \
             f"The cell ran (execution count {count})"  # fmt: skip
         return scrub(f"{edited}{where}{ran}. Its outputs: {outputs}")
-    verb = "inserted" if op == "insert" else "edited"
+    verb = {"insert": "inserted", "delete": "deleted", "move": "moved"}.get(op, "edited")
+    if decision.chunks:
+        taken = ", ".join(map(str, decision.chunks))
+        edited = (f"The person accepted chunks {taken} of {decision.of} of the diff only; this "
+                  f"is what went in:\n{decision.code}\n")  # fmt: skip
     return scrub(f"{edited}{where}The cell was {verb}; its id is {reply.get('cell_id')}.")
 
 

@@ -373,10 +373,9 @@ class ChatMagics(ChatSettings):
         chat = self.chat
         thread = opts.thread if opts.thread is not None else self.thread_id
         several = proposal_answers(chat, thread, text)
-        if several:
+        if several:  # accept or reject several proposals: each in turn, the last resumes
             self._use_agent = True
-            results = [self._answered(self.chat, answer, opts) for answer in several]
-            return results[-1]
+            return [self._answered(self.chat, answer, opts) for answer in several][-1]
         answer = tool_answer(chat, thread, text)
         if answer.runs_notebook_tool:
             self._use_agent = True  # the answer runs a notebook tool: its Chat has it
@@ -388,10 +387,9 @@ class ChatMagics(ChatSettings):
             events = chat.iter_answer_tool_call(answer.thread_id, answer.value,
                                                 call_id=answer.call_id)  # fmt: skip
         except StaleProposal as stale:  # the proposal again, on the cell's new text
-            calls = [c for c in chat.pending_calls(answer.thread_id)
-                     if c.call_id == answer.call_id or answer.call_id is None]  # fmt: skip
-            raise UsageError("\n".join([str(stale), *(f"? {c.question}" for c in calls)])) \
-                from None  # fmt: skip
+            again = [f"? {c.question}" for c in chat.pending_calls(answer.thread_id)
+                     if answer.call_id in (None, c.call_id)]  # fmt: skip
+            raise UsageError("\n".join([str(stale), *again])) from None
         self.thread_id = answer.thread_id if self.thread_id is None else self.thread_id
         return self._shown(self._render(events, opts))
 

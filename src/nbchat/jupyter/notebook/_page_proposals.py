@@ -21,13 +21,17 @@ import contextlib
 import os
 from typing import Any
 
+from ...agents.gate import TOOL_PREFIX
 from ...base.errors import NbchatError
 from ...context.cell_tools import CELL_TOOLS
 from ...context.proposals import chunks
 from .._loaded import chat_of, notebook_chat_of
+from ..agents._kernel import is_mine
 from ._lab_bridge import NotebookBridge
 
 _WATCHED: set[int] = set()
+AGENT_TOOLS = tuple(TOOL_PREFIX + tool for tool in ("insert_cell", "edit_cell", "delete_cell",
+                                                   "move_cell"))  # fmt: skip
 
 
 def watch(shell: Any) -> None:
@@ -49,13 +53,21 @@ def waiting(chat: Any) -> list[dict[str, Any]]:
     here = os.environ.get("JPY_SESSION_NAME", "")
     for call in chat.pending_calls(None):
         extra = dict(call.prompt.extra)
-        if call.tool not in CELL_TOOLS or extra.get("notebook", here) != here:
+        if call.tool in AGENT_TOOLS:  # an outside agent's change to this kernel's notebook
+            if not is_mine(call.arguments.get("notebook")):
+                continue
+            tool = call.tool.removeprefix(TOOL_PREFIX)
+            base = str(call.arguments.get("saved") or "")
+            proposed = _proposed(tool, {"source": call.arguments.get("code")}, base)
+            extra["cell_id"] = call.arguments.get("cell_id") or ""
+        elif call.tool not in CELL_TOOLS or extra.get("notebook", here) != here:
             continue  # another notebook's proposal: drawn and answered there
-        base = str(extra.get("base", ""))
-        proposed = _proposed(call.tool, call.arguments, base)
+        else:
+            tool, base = call.tool, str(extra.get("base", ""))
+            proposed = _proposed(tool, call.arguments, base)
         found.append({
             "thread": call.thread_id, "turn": call.turn, "call_id": call.call_id,
-            "tool": call.tool, "cell_id": extra.get("cell_id") or "",
+            "tool": tool, "cell_id": extra.get("cell_id") or "",
             "index": call.arguments.get("index"),
             "cell_type": call.arguments.get("cell_type") or "code",
             "why": call.prompt.question, "base": base, "proposed": proposed,
