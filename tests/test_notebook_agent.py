@@ -256,3 +256,17 @@ def test_a_stale_proposal_in_its_prompt_widget_is_drawn_again_on_the_new_text(ip
     assert "changed since this change was proposed" in prompt.error
     assert prompt.call.prompt.extra["base"] == "x = 1  # mine\n"
     assert not prompt.is_answered and source(nb, "c1") == "x = 1  # mine\n"
+
+
+def test_a_notebook_named_outright_is_the_one_changed(run, tmp_path, server, monkeypatch):
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    other = tmp_path / "other.ipynb"
+    notebook(other, "a = 1\n")
+    server.script(
+        Reply(tool_calls=[("insert_cell", {"source": "b = 2\n", "why": "B."})], when="add b"),
+        Reply("Added.", after_tool="insert_cell"),
+    )
+    run("%config ChatMagics.notebook = 'other.ipynb'")
+    run("%chat --agent add b")
+    assert run("%chat --answer accept").error is None
+    assert [c["source"] for c in saved(other)] == ["a = 1\n", "b = 2\n"]

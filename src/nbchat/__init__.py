@@ -200,7 +200,9 @@ def unload_ipython_extension(ipython: Any) -> None:
     unload(ipython)
 
 
-def notebook_tools(shell: Any = None, *, approval: str = "always", mode: str = "ask") -> list[Any]:
+def notebook_tools(
+    shell: Any = None, *, approval: str = "always", mode: str = "ask", notebook: str = ""
+) -> list[Any]:
     """Tools that let the model read this notebook and, after your yes, change and run it.
 
     ``read_cells``, ``list_variables``, ``describe_variable(name)``,
@@ -210,14 +212,15 @@ def notebook_tools(shell: Any = None, *, approval: str = "always", mode: str = "
     ``"plan"``: none offered, ``"accept-edits"``: changes land, executing asks).
     ``run_code`` waits for Run, Edit or Reject unless the ``approval`` policy
     (``"always"``, ``"risky"``, ``"never-ask"``) lets the code run; both are
-    capped by ``NBCHAT_MAX_APPROVAL``. Use as ``Chat(tools=nbchat.notebook_tools())``
-    in a notebook.
+    capped by ``NBCHAT_MAX_APPROVAL``. ``notebook`` names the notebook file they
+    change (by default the one open in JupyterLab, else this kernel's saved file).
+    Use as ``Chat(tools=nbchat.notebook_tools())`` in a notebook.
     """
     from .context.cell_tools import effective_mode
     from .jupyter.notebook.tools import notebook_tools as make
 
     effective_mode(mode)  # a wrong mode is an error now, not at the model's first call
-    return make(shell, approval=approval, mode=lambda: mode)
+    return make(shell, approval=approval, mode=lambda: mode, notebook=notebook)
 
 
 def panel(*, side: bool = False, **kwargs: Any) -> Any:

@@ -69,7 +69,8 @@ class SessionChats:
 
         s = self._settings
         base = self.plain()
-        key = (id(base), s.approval, tuple(map(id, self.user_tools())), self._key_version)
+        key = (id(base), s.approval, s.notebook, tuple(map(id, self.user_tools())),
+               self._key_version)
         if self._agent is None or self._agent[0] != key:
             chat = Chat(
                 model=s.model or None, base_url=s.base_url or None,
@@ -114,16 +115,17 @@ class SessionChats:
 
     def _notebook_tools(self) -> list[Any]:
         """The notebook tools for the current approval policy (made once per policy)."""
-        approval = self._settings.approval
+        approval = (self._settings.approval, self._settings.notebook)
         if self._notebook is None or self._notebook[0] != approval:
             from ..notebook._undo import recorder
             from ..notebook.tools import notebook_tools, show_run
             from ._notebook_commands import current_mode
 
             settings = self._settings
-            tools = notebook_tools(settings.shell, approval=approval, on_run=show_run,
+            tools = notebook_tools(settings.shell, approval=approval[0], on_run=show_run,
                                    mode=lambda: current_mode(settings),  # type: ignore[arg-type]
-                                   on_change=lambda change: recorder(self.plain().store)(change))
+                                   on_change=lambda change: recorder(self.plain().store)(change),
+                                   notebook=approval[1])  # fmt: skip
             self._notebook = (approval, tools)
         return self._notebook[1]
 

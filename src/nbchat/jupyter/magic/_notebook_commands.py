@@ -68,7 +68,7 @@ def undo(magics: ChatMagics, opts: Any, text: str) -> None:
         raise UsageError("no current thread; say which: %chat -t ID --undo [TURN]")
     turn = None if opts.undo == -1 else opts.undo
     try:
-        print(undo_turn(magics.chat.store, LiveNotebook(), thread_id, turn,
+        print(undo_turn(magics.chat.store, LiveNotebook(file=magics.notebook), thread_id, turn,
                         force=bool(opts.force)))  # fmt: skip
     except InputError as error:
         raise UsageError(str(error)) from None

@@ -92,6 +92,11 @@ class ChatSettings(Magics):
         "'accept-edits' (changes land, undoable; runs still ask). NBCHAT_MAX_APPROVAL=always "
         "caps accept-edits to ask.",
     ).tag(config=True)
+    notebook = Unicode(
+        "",
+        help="The notebook file the notebook tools read and change; empty: the one open in "
+        "JupyterLab on this kernel, else this kernel's saved notebook.",
+    ).tag(config=True)
     instructions = CaselessStrEnum(
         ("auto", "off"), None, allow_none=True,
         help="'auto': add the nearest AGENTS.md or .nbchat.md (the notebook's folder or a "

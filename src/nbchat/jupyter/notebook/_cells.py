@@ -7,7 +7,8 @@ the notebook, the page keeps the kernel's copy of its cells up to date
 :mod:`._lab_bridge`), reads come from that copy and changes go to the page,
 which refuses one whose cell no longer holds the text the person accepted.
 Otherwise the notebook is the saved file the server's session names
-(``JPY_SESSION_NAME``), changed whole and atomically (:mod:`._file`). With
+(``JPY_SESSION_NAME``), changed whole and atomically (:mod:`._file`); a file
+named outright (``ChatMagics.notebook``) is always the file, page or not. With
 neither, the tools say in one line that they cannot edit, and nothing is
 queued.
 
@@ -47,10 +48,11 @@ class LiveNotebook:
 
     def __init__(self, runner: Callable[[str], Any] | None = None,
                  bridge: Callable[[], NotebookBridge | None] | None = None,
-                 on_run: Callable[[Any], None] | None = None) -> None:  # fmt: skip
+                 on_run: Callable[[Any], None] | None = None, file: str = "") -> None:  # fmt: skip
         self.runner = runner  # runs a cell's source as run_code does (a RunResult)
-        self._bridge = bridge or NotebookBridge.for_kernel
+        self._bridge = (lambda: None) if file else (bridge or NotebookBridge.for_kernel)
         self.on_run = on_run
+        self.file = os.path.abspath(file) if file else ""  # a notebook file named outright
 
     def attach(self) -> None:
         """Open the line to the page now, so that its cells arrive before the first question."""
@@ -59,15 +61,20 @@ class LiveNotebook:
             bridge.open()
 
     def identity(self) -> str:
-        """The notebook's file as the server's session names it ("" when none does)."""
-        return os.environ.get("JPY_SESSION_NAME", "")
+        """The notebook's file: the one named, else the server's session's ("" when none)."""
+        return self.file or os.environ.get("JPY_SESSION_NAME", "")
+
+    def _file(self) -> str | None:
+        if self.file:
+            return self.file if os.path.isfile(self.file) else None
+        return session_file()
 
     # -- reading --------------------------------------------------------------------
     def where(self) -> str:
         """Where the cells are read from, in words."""
         if self._mirror() is not None:
             return "the notebook open in JupyterLab"
-        file = session_file()
+        file = self._file()
         return f"the saved notebook {os.path.basename(file)}" if file else "no notebook"
 
     def notebook(self) -> dict[str, Any]:
@@ -75,9 +82,10 @@ class LiveNotebook:
         mirror = self._mirror()
         if mirror is not None:
             return mirror
-        file = session_file()
+        file = self._file()
         if file is None:
-            raise CannotEdit(NO_NOTEBOOK)
+            raise CannotEdit(f"there is no notebook {self.file!r}; nothing was queued"
+                             if self.file else NO_NOTEBOOK)  # fmt: skip
         try:
             with open(file, encoding="utf-8") as handle:
                 data = json.load(handle)
@@ -110,9 +118,10 @@ class LiveNotebook:
             except nbcells.CellError as error:
                 return {"ok": False, "error": str(error)}
             return _sent(bridge, change)
-        if session_file() is None:
+        file = self._file()
+        if file is None:
             return {"ok": False, "error": NO_NOTEBOOK}
-        return _file.change_file(session_file(), lambda nb: _apply(nb, change))
+        return _file.change_file(file, lambda nb: _apply(nb, change))
 
     def run(self, cell_id: str, source: str) -> str:
         """Run the cell's source here, as ``run_code`` runs code; its outputs kept in the cell."""

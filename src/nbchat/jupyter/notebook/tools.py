@@ -266,6 +266,7 @@ def notebook_tools(
     on_run: Callable[[RunResult], None] | None = None,
     mode: Callable[[], str] = lambda: "ask",
     on_change: Callable[[dict[str, Any]], None] | None = None,
+    notebook: str = "",
 ) -> list[Any]:
     """Tools that let the model read this notebook and, after a yes, change and run it.
 
@@ -281,13 +282,15 @@ def notebook_tools(
     ``NBCHAT_MAX_APPROVAL``) lets it run. ``on_run(result)`` is called after
     each run (the magics show its output); ``on_change(change)`` after each
     change that landed (the magics keep it with its turn, for undo).
+    ``notebook`` names the notebook file the tools read and change; by default
+    the one this kernel's page holds, else its session's saved file.
     """
     from ...context.cell_tools import cell_tools
     from ._cells import LiveNotebook
 
     shell = _current_shell() if shell is None else shell
+    live = LiveNotebook(Notebook(shell).run, on_run=on_run, file=notebook)
     notebook = Notebook(shell)
-    live = LiveNotebook(notebook.run, on_run=on_run)
     live.attach()
     return [
         _read_cells_tool(live),
