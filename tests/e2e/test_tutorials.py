@@ -227,6 +227,18 @@ def _check_outside_agents(code: list[dict[str, Any]], cells: list[dict[str, Any]
     assert "".join(_plain(output) for output in rejected["outputs"]).startswith("rejected - reject")
 
 
+def _check_notebook_agent(code: list[dict[str, Any]], cells: list[dict[str, Any]]) -> None:
+    [accepted] = [cell for cell in code if cell["source"] == "%chat --answer accept"]
+    [(_, added)] = _answers(accepted["outputs"])
+    assert added == "I added two cells: the monthly revenue, and a plot of it."
+    [(_, dated)] = _answers(_outputs_of(code, "%chat --answer accept 1"))
+    assert dated == "The dates are read as dates now."
+    undone = "".join(_plain(o) for o in _outputs_of(code, "%chat --undo"))
+    assert undone.startswith("Turn 1's changes to the notebook were undone. Put back: load.")
+    last = "".join(_plain(o) for o in [c for c in code if c["source"] == "show()"][-1]["outputs"])
+    assert 'sales = pd.read_csv("sales.csv")\n\nsales.head()' in last and "monthly.plot" in last
+
+
 CHECKS = {
     "01-quickstart.ipynb": _check_quickstart,
     "02-chat-history.ipynb": _check_history,
@@ -234,4 +246,5 @@ CHECKS = {
     "04-your-data.ipynb": _check_your_data,
     "05-mcp-tools.ipynb": _check_mcp_tools,
     "06-outside-agents.ipynb": _check_outside_agents,
+    "07-notebook-agent.ipynb": _check_notebook_agent,
 }

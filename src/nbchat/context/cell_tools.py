@@ -180,7 +180,7 @@ class CellChange(ClientTool):
             index = arguments.get("index")
             kind = arguments.get("cell_type") or "code"
             at = "at the end" if index is None else f"at position {index}"
-            return f"Insert a new {kind} cell {at} of {count} cells."
+            return f"Insert a new {kind} cell {at} (the notebook has {count} now)."
         assert target is not None
         if self.op == "move_cell":
             return f"Move cell `{target.id}` from position {target.index} to {arguments['index']}."

@@ -88,6 +88,14 @@ def proposal_answers(chat: Chat, thread: int | None, text: str) -> list[ToolAnsw
     return [ToolAnswer(c.thread_id, c.call_id, value, runs_notebook_tool=True) for c in chosen]
 
 
+def answer_all_but_last(chat: Chat, answers: list[ToolAnswer]) -> None:
+    """Give every answer but the last: the turn waits on for the others, nothing to show."""
+    for answer in answers[:-1]:
+        for _ in chat.iter_answer_tool_call(answer.thread_id, answer.value,
+                                            call_id=answer.call_id):  # fmt: skip
+            pass
+
+
 def _unquote_value(text: str) -> str:
     """``"a b"`` or ``'a b'`` as typed in ``--answer`` loses its quotes."""
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":

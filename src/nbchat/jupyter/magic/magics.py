@@ -33,11 +33,12 @@ from ...base._secrets import Scrubbed, noting_scrubs
 from ...base.errors import NbchatError, OverBudget, StaleProposal
 from .._loaded import hand_over
 from ..cell.render import Mode, RenderResult, TurnRenderer, detect_mode, execution_marker
+from ..notebook._page_proposals import watch
 from . import _context as _magic_context
 from . import _notebook_commands as notebook_commands
 from . import _session_commands as session
 from . import _thread_commands as threads
-from ._answering import proposal_answers, tool_answer
+from ._answering import answer_all_but_last, proposal_answers, tool_answer
 from ._chats import SessionChats
 from ._context import (
     attached_context,
@@ -375,7 +376,8 @@ class ChatMagics(ChatSettings):
         several = proposal_answers(chat, thread, text)
         if several:  # accept or reject several proposals: each in turn, the last resumes
             self._use_agent = True
-            return [self._answered(self.chat, answer, opts) for answer in several][-1]
+            answer_all_but_last(self.chat, several)
+            return self._answered(self.chat, several[-1], opts)
         answer = tool_answer(chat, thread, text)
         if answer.runs_notebook_tool:
             self._use_agent = True  # the answer runs a notebook tool: its Chat has it
@@ -477,8 +479,6 @@ def load(ipython: Any) -> None:
     cleanup[:] = [t for t in cleanup if getattr(t, "__name__", "") != name]
     cleanup.append(protect_chat_questions)
     set_notifier(show_note)
-    from ..notebook._page_proposals import watch
-
     watch(ipython)  # a page holding the notebook draws its proposals and answers them
 
 

@@ -299,7 +299,7 @@ def notebook_tools(
         _read_cell_tool(notebook),
         _last_error_tool(notebook),
         *cell_tools(live, mode=mode, on_change=on_change),
-        _run_code_tool(notebook, approval=approval, on_run=on_run),
+        _run_code_tool(notebook, approval=approval, on_run=on_run, mode=mode),
     ]
 
 
@@ -398,9 +398,12 @@ def _last_error_tool(notebook: Notebook) -> Any:
 
 
 def _run_code_tool(
-    notebook: Notebook, *, approval: str, on_run: Callable[[RunResult], None] | None
+    notebook: Notebook, *, approval: str, on_run: Callable[[RunResult], None] | None,
+    mode: Callable[[], str] = lambda: "ask",
 ) -> Any:
-    """``run_code``, a client tool: the code runs after the person's yes (or the policy's)."""
+    """``run_code``, a client tool: the code runs after the person's yes (or the policy's);
+    not offered in the ``plan`` mode, where the model only reads."""
+    from ...context.cell_tools import effective_mode
     from ...context.run_code import RunCode
 
     def runner(code: str) -> RunResult:
@@ -410,6 +413,8 @@ def _run_code_tool(
         return ran
 
     shell = notebook.shell
-    return RunCode(
+    tool = RunCode(
         runner, approval=approval, namespace=shell.user_ns, transform=shell.transform_cell
     )
+    tool.is_offered = lambda: effective_mode(mode()) != "plan"  # type: ignore[method-assign]
+    return tool
