@@ -114,14 +114,39 @@ class LiveNotebook:
         bridge = self._bridge()
         if bridge is not None and bridge.mirror() is not None:
             try:
-                bridge.apply_to_mirror(lambda nb: _apply(nb, change))
+                bridge.apply_to_mirror(lambda nb: apply_change(nb, change))
             except nbcells.CellError as error:
                 return {"ok": False, "error": str(error)}
             return _sent(bridge, change)
         file = self._file()
         if file is None:
             return {"ok": False, "error": NO_NOTEBOOK}
-        return _file.change_file(file, lambda nb: _apply(nb, change))
+        return _file.change_file(file, lambda nb: apply_change(nb, change))
+
+    def change_all(self, changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Make ``changes`` in order, at once (one write of the file); each one's reply."""
+        bridge = self._bridge()
+        replies: list[dict[str, Any]] = []
+
+        def each(notebook: dict[str, Any]) -> dict[str, Any]:
+            replies.clear()
+            for change in changes:
+                try:
+                    replies.append(apply_change(notebook, change))
+                except nbcells.CellError as error:
+                    replies.append({"ok": False, "error": str(error)})
+            return {"ok": True}
+
+        if bridge is not None and bridge.mirror() is not None:
+            bridge.apply_to_mirror(each)
+            sent = [_sent(bridge, change) if reply.get("ok") else reply
+                    for change, reply in zip(changes, list(replies), strict=True)]  # fmt: skip
+            return sent
+        file = self._file()
+        if file is None:
+            return [{"ok": False, "error": NO_NOTEBOOK} for _ in changes]
+        done = _file.change_file(file, each)
+        return replies if done.get("ok") else [done for _ in changes]
 
     def run(self, cell_id: str, source: str) -> str:
         """Run the cell's source here, as ``run_code`` runs code; its outputs kept in the cell."""
@@ -135,7 +160,7 @@ class LiveNotebook:
         return ran.as_text()
 
 
-def _apply(notebook: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
+def apply_change(notebook: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
     """``change`` made on an nbformat dict (the page's copy, or the saved file)."""
     op, cell_id = change.get("op"), change.get("cell_id")
     metadata = dict(change.get("metadata") or {})

@@ -39,7 +39,6 @@ is called when it comes.
 
 from __future__ import annotations
 
-import copy
 import os
 import threading
 import uuid
@@ -112,18 +111,26 @@ class NotebookBridge:
                 self._open()
 
     def mirror(self) -> dict[str, Any] | None:
-        """The live notebook as the page last sent it (an nbformat dict); None before it has."""
+        """The live notebook as the page last sent it (an nbformat dict, to read, not change);
+        None before the page has sent it."""
         with self._lock:
             if not self._attached or self._order is None:
                 return None
-            cells = [copy.deepcopy(self._cells[i]) for i in self._order if i in self._cells]
+            cells = [self._cells[i] for i in self._order if i in self._cells]
         return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}
 
     def apply_to_mirror(self, change: Callable[[dict[str, Any]], object]) -> None:
-        """Make ``change`` on the copy too, so reads before the page's next word see it."""
-        notebook = self.mirror()
-        if notebook is None:
-            return
+        """Make ``change`` on the copy too, so reads before the page's next word see it.
+
+        It works on copies of the cells: a read holding the notebook keeps what it read.
+        """
+        with self._lock:
+            if not self._attached or self._order is None:
+                return
+            # The changes reassign a cell's fields and update its metadata: these copies do.
+            cells = [{**self._cells[i], "metadata": dict(self._cells[i].get("metadata") or {})}
+                     for i in self._order if i in self._cells]  # fmt: skip
+        notebook = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}
         change(notebook)
         with self._lock:
             self._order = [str(cell.get("id")) for cell in notebook["cells"]]

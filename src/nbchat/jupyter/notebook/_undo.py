@@ -11,11 +11,16 @@ is kept in ``undone``, so a turn is undone once.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ...agents.cells import CellError, source_of
 from ...base.errors import InputError
-from ...context.cell_tools import NotebookCells
+from ._cells import apply_change
+
+if TYPE_CHECKING:
+    from ._cells import LiveNotebook
 
 CHECKPOINTS = "checkpoints"
 UNDONE = "undone"
@@ -48,7 +53,7 @@ def changed_turns(settings: dict[str, Any]) -> list[int]:
                   if entries and int(turn) not in undone)  # fmt: skip
 
 
-def undo_turn(store: Any, cells: NotebookCells, thread_id: int, turn: int | None = None, *,
+def undo_turn(store: Any, cells: LiveNotebook, thread_id: int, turn: int | None = None, *,
               force: bool = False) -> str:  # fmt: skip
     """Put back the cells turn ``turn`` (None: the last that changed any) changed; what it did."""
     thread = store.get(thread_id)
@@ -68,10 +73,26 @@ def undo_turn(store: Any, cells: NotebookCells, thread_id: int, turn: int | None
         raise InputError("proposals of this thread wait for an answer; accept or reject them "
                          "first (%chat --answer reject), then undo")  # fmt: skip
     entries = list(settings[CHECKPOINTS][str(turn)])
-    restored, kept = [], []
+    working = copy.deepcopy(cells.notebook())  # each change decided on what the last left
+    restored, kept, changes = [], [], []
     for entry in reversed(entries):
-        outcome = _undo_one(cells, entry, force)
-        (restored if outcome is None else kept).append(outcome or str(entry.get("cell_id")))
+        live = {str(c.get("id")): c for c in working["cells"] if isinstance(c, dict)}
+        change, why = _undo_one(live, entry, force)
+        if change is not None:
+            try:
+                apply_change(working, change)
+            except CellError as error:
+                change, why = None, f"{entry.get('cell_id')} ({error})"
+        if change is not None:
+            changes.append((change, str(entry.get("cell_id"))))
+        elif why is not None:
+            kept.append(why)
+    for (_, cell_id), reply in zip(changes, cells.change_all([c for c, _ in changes]),
+                                   strict=True):  # fmt: skip
+        if reply.get("ok"):
+            restored.append(cell_id)
+        else:
+            kept.append(f"{cell_id} ({reply.get('error') or 'not changed'})")
     summary = _summary(turn, restored, kept)
     settings[UNDONE] = sorted({*settings.get(UNDONE, []), turn})
     store.update_thread(thread_id, settings=settings)
@@ -79,39 +100,31 @@ def undo_turn(store: Any, cells: NotebookCells, thread_id: int, turn: int | None
     return summary
 
 
-def _undo_one(cells: NotebookCells, entry: dict[str, Any], force: bool) -> str | None:
-    """Undo one change; None if done, else why the cell was kept."""
-    live = {cell.id: cell for cell in cells.cells()}
+def _undo_one(live: dict[str, dict[str, Any]], entry: dict[str, Any],
+              force: bool) -> tuple[dict[str, Any] | None, str | None]:  # fmt: skip
+    """The change that undoes ``entry`` on the cells ``live`` (by id), or why it is kept;
+    (None, None) when there is nothing to undo (a run's outputs stay)."""
     op, cell_id = entry.get("op"), str(entry.get("cell_id"))
     before = entry.get("before") or {}
-    current = live.get(cell_id)
-    if op == "execute" or op == "outputs":
-        return None  # outputs stay; the source was not changed
+    cell = live.get(cell_id)
+    if op in ("execute", "outputs"):
+        return None, None
     if op == "delete":
-        if current is not None:
-            return f"{cell_id} (it is back already)"
-        change = {"op": "insert", "cell_id": cell_id, "index": before.get("index"),
-                  "source": before.get("source", ""), "cell_type": before.get("cell_type")}
-        return _made(cells, change, cell_id)
-    if current is None:
-        return f"{cell_id} (it is no longer in the notebook)"
-    if op in ("insert", "edit") and current.source != entry.get("source") and not force:
-        return f"{cell_id} (you changed it since; %chat --undo {{turn}} --force puts it back)"
-    if op == "insert":
-        return _made(cells, {"op": "delete", "cell_id": cell_id, "expected": current.source},
-                     cell_id)  # fmt: skip
-    if op == "edit":
-        return _made(cells, {"op": "edit", "cell_id": cell_id, "source": before.get("source", ""),
-                             "expected": current.source}, cell_id)  # fmt: skip
-    if op == "move":
-        return _made(cells, {"op": "move", "cell_id": cell_id, "index": before.get("index"),
-                             "expected": current.source}, cell_id)  # fmt: skip
-    return f"{cell_id} (an unknown change {op!r})"
-
-
-def _made(cells: NotebookCells, change: dict[str, Any], cell_id: str) -> str | None:
-    reply = cells.change(change)
-    return None if reply.get("ok") else f"{cell_id} ({reply.get('error') or 'not changed'})"
+        if cell is not None:
+            return None, f"{cell_id} (it is back already)"
+        return {"op": "insert", "cell_id": cell_id, "index": before.get("index"),
+                "source": before.get("source", ""), "cell_type": before.get("cell_type")}, None
+    if cell is None:
+        return None, f"{cell_id} (it is no longer in the notebook)"
+    now = source_of(cell)
+    if op in ("insert", "edit") and now != entry.get("source") and not force:
+        return None, f"{cell_id} (you changed it since; %chat --undo {{turn}} --force puts it back)"
+    undone = {"insert": {"op": "delete"},
+              "edit": {"op": "edit", "source": before.get("source", "")},
+              "move": {"op": "move", "index": before.get("index")}}.get(str(op))
+    if undone is None:
+        return None, f"{cell_id} (an unknown change {op!r})"
+    return {**undone, "cell_id": cell_id, "expected": now}, None
 
 
 def _summary(turn: int, restored: list[str], kept: list[str]) -> str:
