@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from notebook_helpers import nb  # noqa: F401  (a saved notebook the session names)
 from shell_helpers import ip, run, server  # noqa: F401  (fixtures for the magics tests)
 
 pytest_plugins = ["store_backends"]  # the store fixtures for both backends

@@ -8,44 +8,18 @@ proposals print as unified diffs; ``%chat --answer`` answers them.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
 from nbchat.jupyter.magic.magics import load
 from nbchat.testing import Reply
+from notebook_helpers import THREE, notebook, saved, source
 from shell_helpers import asked, close_shell
 
-THREE = "import pandas as pd\nA = 1\ndf = pd.read_csv('sales.csv')\nB = 2\nprint(df)\n"
 CHANGED = ("import pandas as pd\nimport numpy as np\nA = 1\n"
            "df = pd.read_csv('sales.csv', parse_dates=['date'])\nB = 2\ndf.head()\n")
-
-
-def notebook(path: Path, *sources: str) -> None:
-    cells = [{"id": f"c{i}", "cell_type": "code", "metadata": {}, "source": source,
-              "outputs": [], "execution_count": None} for i, source in enumerate(sources)]
-    path.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
-                                "cells": cells}))  # fmt: skip
-
-
-def saved(path: Path) -> list[dict[str, Any]]:
-    return json.loads(path.read_text())["cells"]
-
-
-def source(path: Path, cell_id: str) -> str:
-    (cell,) = [c for c in saved(path) if c["id"] == cell_id]
-    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-
-
-@pytest.fixture
-def nb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "analysis.ipynb"
-    notebook(path, THREE, "x = 1\n")
-    monkeypatch.setenv("JPY_SESSION_NAME", str(path))
-    return path
 
 
 def last_tool_result(server: Any) -> str:
