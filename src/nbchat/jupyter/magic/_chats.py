@@ -117,6 +117,7 @@ class SessionChats:
         """The notebook tools for the current approval policy (made once per policy)."""
         approval = (self._settings.approval, self._settings.notebook)
         if self._notebook is None or self._notebook[0] != approval:
+            from ..notebook._page_proposals import watch
             from ..notebook._undo import recorder
             from ..notebook.tools import notebook_tools, show_run
             from ._notebook_commands import current_mode
@@ -126,6 +127,7 @@ class SessionChats:
                                    mode=lambda: current_mode(settings),  # type: ignore[arg-type]
                                    on_change=lambda change: recorder(self.plain().store)(change),
                                    notebook=approval[1])  # fmt: skip
+            watch(settings.shell)  # the page draws the proposals and answers them
             self._notebook = (approval, tools)
         return self._notebook[1]
 

@@ -33,7 +33,6 @@ from ...base._secrets import Scrubbed, noting_scrubs
 from ...base.errors import NbchatError, OverBudget, StaleProposal
 from .._loaded import hand_over
 from ..cell.render import Mode, RenderResult, TurnRenderer, detect_mode, execution_marker
-from ..notebook._page_proposals import watch
 from . import _context as _magic_context
 from . import _notebook_commands as notebook_commands
 from . import _session_commands as session
@@ -479,7 +478,6 @@ def load(ipython: Any) -> None:
     cleanup[:] = [t for t in cleanup if getattr(t, "__name__", "") != name]
     cleanup.append(protect_chat_questions)
     set_notifier(show_note)
-    watch(ipython)  # a page holding the notebook draws its proposals and answers them
 
 
 def unload(ipython: Any) -> None:

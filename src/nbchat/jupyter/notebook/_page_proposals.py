@@ -5,7 +5,9 @@ answer (``{"op": "proposals", "proposals": [...]}`` on the ``nbchat.notebook``
 comm, the whole list each time: after each cell run, after the page says
 hello, after an answer). Each carries the cell, the base text, the proposed
 text and the chunks as :func:`nbchat.context.proposals.chunks` numbers them,
-with their offsets, so the page's diff has the chunks the kernel lands.
+with their offsets, so the page's diff has the chunks the kernel lands. The
+kernel starts telling once it has the notebook tools (the first ``--agent``
+question or answer to one): a plain question loads none of this.
 
 The page answers ``{"op": "answer", "thread", "call_id", "value"}`` (``value``
 as ``%chat --answer`` takes it: ``accept``, ``{"action": "accept", "chunks":
