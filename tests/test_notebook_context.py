@@ -238,7 +238,8 @@ def test_notebook_tools_read_the_notebook_and_run_through_the_shell(ip):
                            "last_error", "insert_cell", "edit_cell", "delete_cell", "move_cell",
                            "execute_cell", "run_code"]  # fmt: skip
     assert tools["list_variables"].run("{}") == "df: DataFrame 2×1"
-    assert tools["describe_variable"].run('{"name": "df.a"}').startswith("pandas Series 'a': 2 values")
+    described = tools["describe_variable"].run('{"name": "df.a"}')
+    assert described.startswith("pandas Series 'a': 2 values")
     assert tools["read_cell"].run('{"number": 1}').startswith("import pandas as pd")
     assert tools["last_error"].run("{}") == "No exception has happened in this session."
     run_code = tools["run_code"]

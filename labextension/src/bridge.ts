@@ -17,6 +17,8 @@ import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/no
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { UUID } from '@lumino/coreutils';
 
+import { ProposalsView } from './proposals';
+
 export const TARGET = 'nbchat.notebook';
 
 /** This page, as the kernel tells pages apart. */
@@ -28,7 +30,10 @@ type Result = { [key: string]: unknown };
 
 class RequestError extends Error {}
 
-const OPS = ['insert', 'edit', 'execute'];
+const OPS = ['insert', 'edit', 'delete', 'move', 'outputs', 'execute'];
+
+/** How long the page waits after a change before it sends the kernel the cells that changed. */
+const CELLS_DELAY = 250;
 
 /** Register the target on every kernel connection of notebooks (and consoles, which may be the one handling comms). */
 export class CommTargets {
@@ -54,6 +59,30 @@ export class CommTargets {
     }
     this.seen.add(kernel);
     kernel.registerCommTarget(TARGET, (comm, msg) => this.open(kernel, comm, msg));
+    void this.reattach(kernel);
+  }
+
+  /**
+   * A page loaded on a kernel that already talks to nbchat (the page was reloaded: the
+   * kernel's comm is to the page that left, and no reload says so) opens a comm of its
+   * own with its hello; the kernel serves it from then on.
+   */
+  private async reattach(kernel: Kernel.IKernelConnection): Promise<void> {
+    try {
+      const reply = await kernel.requestCommInfo({ target_name: TARGET });
+      const comms = reply.content.status === 'ok' ? reply.content.comms : {};
+      if (!Object.keys(comms).length) {
+        return; // nbchat has not spoken here yet: it opens the comm itself when it does
+      }
+    } catch {
+      return; // the kernel went away, or answers no comm info
+    }
+    for (const panel of this.tracker.filter(p => p.sessionContext.session?.kernel?.id === kernel.id)) {
+      const comm = kernel.createComm(TARGET);
+      this.attach(panel, comm);
+      comm.open({ op: 'hello', path: this.localPath(panel.context.path), client: CLIENT } as Json);
+      new CellsMirror(panel, comm).start();
+    }
   }
 
   private open(kernel: Kernel.IKernelConnection, comm: Kernel.IComm, msg: KernelMessage.ICommOpenMsg): void {
@@ -64,13 +93,32 @@ export class CommTargets {
     if (!panel) {
       return; // another page, or no notebook here on that kernel: stay silent
     }
+    this.attach(panel, comm);
+    comm.send({ op: 'hello', path: this.localPath(panel.context.path), client: CLIENT });
+    new CellsMirror(panel, comm).start(); // after the hello: the kernel drops cells sent before it
+  }
+
+  /** Serve `panel`'s requests, proposals and answers on `comm`. */
+  private attach(panel: NotebookPanel, comm: Kernel.IComm): void {
     const bridge = new Bridge(panel, comm);
+    const proposals = ProposalsView.for(panel);
+    comm.onClose = proposals.connect(answer => {
+      if (!comm.isDisposed) {
+        comm.send({ ...answer, client: CLIENT } as Json);
+      }
+    });
     // Not awaited: the connection handles its messages one after the other, and an
     // execute waits for messages (the run's reply) that come after this one.
     comm.onMsg = message => {
-      void bridge.handle(message.content.data as Request);
+      const data = message.content.data as Request;
+      if (data?.op === 'proposals' && data.id === undefined) {
+        if (data.client === undefined || data.client === CLIENT) {
+          proposals.show(data.proposals); // unasked: the whole list of waiting changes
+        }
+        return;
+      }
+      void bridge.handle(data);
     };
-    comm.send({ op: 'hello', path: this.localPath(panel.context.path), client: CLIENT });
   }
 
   /**
@@ -134,6 +182,12 @@ class Bridge {
         return this.edit(data);
       case 'execute':
         return this.execute(data);
+      case 'delete':
+        return this.remove(data);
+      case 'move':
+        return this.move(data);
+      case 'outputs':
+        return this.outputs(data);
       default:
         throw new RequestError(`unknown op ${JSON.stringify(data.op)}; the ops are ${OPS.join(', ')}`);
     }
@@ -152,12 +206,65 @@ class Bridge {
     }
     const source = text(data.source ?? '', 'source');
     const metadata = metadataOf(data.metadata);
+    const wanted = data.cell_id;
+    if (wanted !== undefined && wanted !== null) {
+      const id = text(wanted, 'cell_id');
+      if ([...model.cells].some(cell => cell.id === id)) {
+        throw new RequestError(`a cell with id ${JSON.stringify(id)} is already in ${this.panel.context.path}`);
+      }
+      const cell = model.sharedModel.insertCell(index, { cell_type: kind, source, metadata, id });
+      return { cell_id: cell.id, index };
+    }
     const cell = model.sharedModel.insertCell(index, { cell_type: kind, source, metadata });
     return { cell_id: cell.id, index };
   }
 
-  private edit(data: Request): Result {
+  /** With `strict`, a cell that no longer holds `expected` is not touched. */
+  private checked(data: Request) {
     const cell = this.cellModel(data.cell_id);
+    if (data.strict === true && typeof data.expected === 'string' && cell.sharedModel.getSource() !== data.expected) {
+      throw new RequestError(`cell ${JSON.stringify(cell.id)} changed since the change was accepted; nothing was changed`);
+    }
+    return cell;
+  }
+
+  private remove(data: Request): Result {
+    const cell = this.checked(data);
+    const model = this.panel.content.model!;
+    const index = [...model.cells].indexOf(cell);
+    model.sharedModel.deleteCell(index);
+    return { cell_id: cell.id };
+  }
+
+  private move(data: Request): Result {
+    const cell = this.checked(data);
+    const model = this.panel.content.model!;
+    const count = model.cells.length;
+    const to = data.index;
+    if (typeof to !== 'number' || !Number.isInteger(to) || to < 0 || to >= count) {
+      throw new RequestError(`index ${JSON.stringify(to)} is not a cell position from 0 to ${count - 1}`);
+    }
+    model.sharedModel.moveCell([...model.cells].indexOf(cell), to);
+    for (const [key, value] of Object.entries(metadataOf(data.metadata))) {
+      cell.setMetadata(key, value);
+    }
+    return { cell_id: cell.id, index: to };
+  }
+
+  private outputs(data: Request): Result {
+    const cell = this.cellModel(data.cell_id);
+    if (cell.type === 'code' && Array.isArray(data.outputs)) {
+      const code = cell as ICodeCellModel;
+      code.outputs.clear();
+      for (const output of data.outputs) {
+        code.outputs.add(output as any);
+      }
+    }
+    return { cell_id: cell.id };
+  }
+
+  private edit(data: Request): Result {
+    const cell = this.checked(data);
     const metadata = metadataOf(data.metadata);
     // The person's edits to the cell not yet saved, which the approved source replaces.
     const replaced = typeof data.expected === 'string' && cell.sharedModel.getSource() !== data.expected;
@@ -205,6 +312,78 @@ class Bridge {
       }
     }
     throw new RequestError(`no cell with id ${JSON.stringify(id)} in ${this.panel.context.path}`);
+  }
+}
+
+/**
+ * The kernel's copy of the live notebook: every cell once, after the hello, then the
+ * cells that changed (and the order), a moment after each change. Keeps the model's
+ * reads of the notebook live without the kernel asking (it cannot while a cell runs).
+ */
+class CellsMirror {
+  private readonly dirty = new Set<string>();
+  private readonly watched = new WeakSet<object>();
+  private timer: number | undefined;
+
+  constructor(
+    private readonly panel: NotebookPanel,
+    private readonly comm: Kernel.IComm
+  ) {}
+
+  start(): void {
+    const model = this.panel.content.model;
+    if (!model) {
+      return;
+    }
+    for (const cell of model.cells) {
+      this.watch(cell);
+    }
+    model.cells.changed.connect(() => {
+      for (const cell of model.cells) {
+        this.watch(cell);
+      }
+      this.soon();
+    });
+    this.send();
+  }
+
+  private watch(cell: any): void {
+    this.dirty.add(cell.id);
+    if (this.watched.has(cell)) {
+      return;
+    }
+    this.watched.add(cell);
+    const mark = () => {
+      this.dirty.add(cell.id);
+      this.soon();
+    };
+    cell.contentChanged?.connect(mark);
+    cell.stateChanged?.connect(mark);
+    cell.outputs?.changed?.connect(mark);
+  }
+
+  private soon(): void {
+    if (this.timer === undefined) {
+      this.timer = window.setTimeout(() => this.send(), CELLS_DELAY);
+    }
+  }
+
+  private send(): void {
+    this.timer = undefined;
+    const model = this.panel.content.model;
+    if (!model || this.comm.isDisposed || this.panel.isDisposed) {
+      return;
+    }
+    const order: string[] = [];
+    const cells: { [id: string]: unknown } = {};
+    for (const cell of model.cells) {
+      order.push(cell.id);
+      if (this.dirty.has(cell.id)) {
+        cells[cell.id] = cell.toJSON();
+      }
+    }
+    this.dirty.clear();
+    this.comm.send({ op: 'cells', order, cells, client: CLIENT } as Json);
   }
 }
 

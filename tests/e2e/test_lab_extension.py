@@ -392,7 +392,8 @@ def test_the_kernel_inserts_edits_and_runs_cells_of_its_notebook(page: Page, lab
                                   "error": 'no cell with id "no-such-cell" in bridged.ipynb'}
     assert replies["unknown"] == {
         "id": replies["unknown"]["id"], "ok": False,
-        "error": 'unknown op "frobnicate"; the ops are insert, edit, execute'}
+        "error": 'unknown op "frobnicate"; the ops are insert, edit, delete, move, outputs, '
+                 'execute'}
 
     # Text from the kernel is a cell's source: no markup of it runs.
     markdown = page.evaluate(_JS_CELL, [nb.path, replies["markdown"]["cell_id"]])

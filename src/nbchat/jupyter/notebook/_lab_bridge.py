@@ -28,6 +28,11 @@ Unasked, the page sends ``{"op": "cells", "order": [ids], "cells": {id: cell}}``
 after its hello and whenever cells change (the cells that changed, as nbformat
 dicts): the kernel's copy of the live notebook (:meth:`NotebookBridge.mirror`).
 
+A page reloaded on a running kernel (a reload sends no close) opens a comm of its
+own to the kernel's ``nbchat.notebook`` target with its hello, when it finds that
+target's comm open in the kernel: the kernel then serves that page
+(:meth:`NotebookBridge.adopt`).
+
 Requests carry the ``client`` of the first hello, so only that page acts on
 them when several pages show the notebook. A request no page has taken yet
 can be withdrawn (:meth:`NotebookBridge.withdraw`); one still unsent when the
@@ -39,6 +44,7 @@ is called when it comes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import uuid
@@ -171,8 +177,36 @@ class NotebookBridge:
         path = os.environ.get("JPY_SESSION_NAME", "")
         self._comm = comm.create_comm(target_name=TARGET,
                                       data={"path": path, "notebook": self.notebook})  # fmt: skip
-        self._comm.on_msg(self._on_msg)
-        self._comm.on_close(self._on_close)
+        self._listen(self._comm)
+
+    def _listen(self, comm: Any) -> None:
+        comm.on_msg(self._on_msg)
+        comm.on_close(lambda msg: self._on_close(msg) if self._comm is comm else None)
+
+    def adopt(self, comm: Any, data: dict[str, Any]) -> bool:
+        """A page opened its own comm with a hello (it was reloaded): it serves from now on.
+
+        The page the kernel heard from before is gone (a reload sends no close), so the
+        newest page with the notebook takes its place; whether this one was taken.
+        """
+        path, client = data.get("path"), data.get("client")
+        if data.get("op") != "hello" or not isinstance(client, str) or (
+                self.notebook and path != self.notebook):  # fmt: skip
+            return False
+        with self._lock:
+            old, self._comm = self._comm, comm
+            self._attached, self._client = True, client
+            self._path = path if isinstance(path, str) else None
+            self._order, self._cells = None, {}
+            queued, self._queued = self._queued, []
+        self._listen(comm)
+        if old is not None and old is not comm:
+            with contextlib.suppress(Exception):  # the departed page's comm: nobody listens
+                old.close()
+        for message in queued:
+            comm.send(self._addressed(message))
+        _call_hooks("hello", data)
+        return True
 
     def _on_msg(self, msg: dict[str, Any]) -> None:
         data = msg.get("content", {}).get("data")
@@ -246,3 +280,22 @@ def _call_hooks(op: str, data: dict[str, Any]) -> None:
             import logging
 
             logging.getLogger("nbchat").exception("nbchat: the page's %r message failed", op)
+
+
+def register_target() -> None:
+    """Let a reloaded page open its own comm to this kernel (once per kernel)."""
+    kernel = getattr(get_ipython(), "kernel", None)
+    if kernel is None or getattr(kernel, "_nbchat_target", False):
+        return
+    import comm
+
+    def opened(opened_comm: Any, msg: dict[str, Any]) -> None:
+        data = msg.get("content", {}).get("data") or {}
+        bridge = NotebookBridge.for_kernel()
+        if not isinstance(data, dict) or bridge is None or not bridge.adopt(opened_comm, data):
+            with contextlib.suppress(Exception):
+                opened_comm.close()
+
+    comm.get_comm_manager().register_target(TARGET, opened)
+    kernel._nbchat_target = True
+

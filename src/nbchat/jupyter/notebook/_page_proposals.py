@@ -29,7 +29,7 @@ from ...context.cell_tools import CELL_TOOLS
 from ...context.proposals import chunks
 from .._loaded import chat_of, notebook_chat_of
 from ..agents._kernel import is_mine
-from ._lab_bridge import NotebookBridge
+from ._lab_bridge import NotebookBridge, register_target
 
 _WATCHED: set[int] = set()
 AGENT_TOOLS = tuple(TOOL_PREFIX + tool for tool in ("insert_cell", "edit_cell", "delete_cell",
@@ -44,6 +44,7 @@ def watch(shell: Any) -> None:
     NotebookBridge.on_op("answer", lambda data: _answer(shell, data))
     NotebookBridge.on_op("hello", lambda data: publish(shell))
     shell.events.register("post_run_cell", lambda result: publish(shell))
+    register_target()  # a reloaded page opens its own comm here
     bridge = NotebookBridge.for_kernel()
     if bridge is not None:
         bridge.open()
