@@ -241,7 +241,7 @@ class CellChange(ClientTool):
                 "chunks": sorted(wanted or ())}  # fmt: skip
 
     def output(self, arguments: dict[str, Any], answer: object) -> str:
-        decision = answer if isinstance(answer, dict) else {"action": "reject"}
+        decision: dict[str, Any] = answer if isinstance(answer, dict) else {"action": "reject"}
         if decision.get("action") != "accept" or "source" not in decision:
             why = f" Their reason: {decision['reason']}" if decision.get("reason") else ""
             return scrub(f"The person rejected this {self.op}; nothing was changed.{why}")

@@ -63,7 +63,7 @@ def chunks(base: str, proposed: str) -> list[Chunk]:
     """The ranges where ``proposed`` differs from ``base``, numbered from 1 in order."""
     old, new = _split(base), _split(proposed)
     matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
-    found = []
+    found: list[Chunk] = []
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag != "equal":
             found.append(Chunk(len(found) + 1, i1, tuple(old[i1:i2]), tuple(new[j1:j2]), j1))

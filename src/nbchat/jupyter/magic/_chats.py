@@ -33,7 +33,7 @@ class SessionChats:
         self.current: Chat | None = None  # the plain Chat last built
         self._current_key: tuple[Any, ...] | None = None
         self._agent: tuple[tuple[Any, ...], Chat] | None = None
-        self._notebook: tuple[str, list[Any]] | None = None
+        self._notebook: tuple[tuple[str, str], list[Any]] | None = None
         self._answering: list[Any] | None = None
         self._key: tuple[str, str] | None = None  # (endpoint, key) from --key
         self._key_version = 0

@@ -136,7 +136,8 @@ class NotebookBridge:
             # The changes reassign a cell's fields and update its metadata: these copies do.
             cells = [{**self._cells[i], "metadata": dict(self._cells[i].get("metadata") or {})}
                      for i in self._order if i in self._cells]  # fmt: skip
-        notebook = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}
+        notebook: dict[str, Any] = {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+                                    "cells": cells}  # fmt: skip
         change(notebook)
         with self._lock:
             self._order = [str(cell.get("id")) for cell in notebook["cells"]]

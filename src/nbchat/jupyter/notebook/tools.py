@@ -289,17 +289,17 @@ def notebook_tools(
     from ._cells import LiveNotebook
 
     shell = _current_shell() if shell is None else shell
-    live = LiveNotebook(Notebook(shell).run, on_run=on_run, file=notebook)
-    notebook = Notebook(shell)
+    reader = Notebook(shell)
+    live = LiveNotebook(reader.run, on_run=on_run, file=notebook)
     live.attach()
     return [
         _read_cells_tool(live),
-        _list_variables_tool(notebook),
-        _describe_tool(notebook),
-        _read_cell_tool(notebook),
-        _last_error_tool(notebook),
+        _list_variables_tool(reader),
+        _describe_tool(reader),
+        _read_cell_tool(reader),
+        _last_error_tool(reader),
         *cell_tools(live, mode=mode, on_change=on_change),
-        _run_code_tool(notebook, approval=approval, on_run=on_run, mode=mode),
+        _run_code_tool(reader, approval=approval, on_run=on_run, mode=mode),
     ]
 
 
