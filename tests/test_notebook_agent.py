@@ -234,6 +234,7 @@ def test_a_stale_proposal_in_its_prompt_widget_is_drawn_again_on_the_new_text(ip
     assert "changed since this change was proposed" in prompt.error
     assert prompt.call.prompt.extra["base"] == "x = 1  # mine\n"
     assert not prompt.is_answered and source(nb, "c1") == "x = 1  # mine\n"
+    prompt.submit("reject")  # no prompt left waiting in this process for other tests
 
 
 def test_a_notebook_named_outright_is_the_one_changed(run, tmp_path, server, monkeypatch):
@@ -248,3 +249,37 @@ def test_a_notebook_named_outright_is_the_one_changed(run, tmp_path, server, mon
     run("%chat --agent add b")
     assert run("%chat --answer accept").error is None
     assert [c["source"] for c in saved(other)] == ["a = 1\n", "b = 2\n"]
+
+
+def test_the_panel_asks_in_the_mode_picked_and_its_prompt_lands_the_change(ip, nb, server):
+    from nbchat.jupyter.panel.widget import ChatPanel
+
+    server.script(
+        Reply(tool_calls=[("edit_cell", {"cell_id": "c1", "source": "x = 4\n", "why": "4."})],
+              when="four"),
+        Reply("Four.", after_tool="edit_cell"),
+        Reply("Plain."),
+    )
+    magics = ip.magics_manager.registry["ChatMagics"]
+    panel = ChatPanel(chat=magics.chat, background=False)
+    panel.mode = "ask"
+    panel.value = "make it four"
+    panel.submit()
+    offered = [t["function"]["name"] for t in asked(server)[-1].body["tools"]]
+    assert "edit_cell" in offered
+    ((prompt,),) = [group.prompts for group in panel.prompts]
+    assert source(nb, "c1") == "x = 1\n"
+    prompt.submit("accept")
+    assert source(nb, "c1") == "x = 4\n"
+    thread = magics.chat.store.get(panel.thread_id)
+    assert thread.settings["mode"] == "ask"
+    panel.mode = "plan"
+    panel.value = "what next?"
+    panel.submit()
+    offered = [t["function"]["name"] for t in asked(server)[-1].body["tools"]]
+    assert "read_cells" in offered and "edit_cell" not in offered and "run_code" not in offered
+    panel.mode = "chat"
+    panel.value = "just chat"
+    panel.submit()
+    assert "read_cells" not in [t["function"]["name"]
+                                for t in asked(server)[-1].body.get("tools", [])]

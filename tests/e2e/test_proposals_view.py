@@ -282,3 +282,34 @@ def test_a_move_marks_where_the_cell_lands_and_a_run_asks_first(
     move.first.get_by_role("button", name="Accept").click()
     wait_until(lambda: [c["id"] for c in model(nb)][2:4] == [ids[3], ids[2]], "the cell moved", nb)
     expect(nb.page.locator(".nbchat-proposal")).to_have_count(0, timeout=30_000)
+
+
+def test_the_side_panels_mode_picker_asks_as_the_agent_and_its_change_is_drawn_on_the_cell(
+    notebook, jupyterlab: JupyterLab, scripted_server: ScriptedServer, tmp_path: Path
+):
+    setup = SETUP.format(url=scripted_server.url, store=str(tmp_path / "store"))
+    nb = notebook([setup, "%chat --panel --side", "x = 1\n", "# end"])
+    ids = cell_ids(nb)
+    scripted_server.script(
+        Reply(tool_calls=[("edit_cell", {"cell_id": ids[2], "source": "x = 2\n",
+                                         "why": "Two."})], when="make x two", times=1),
+        Reply("It is two now.", after_tool="edit_cell"),
+        Reply("Title", when=lambda body: "title" in body["messages"][0]["content"]),
+    )
+    nb.run_cell(0)
+    nb.run_cell(1)
+    panel = nb.page.locator(".jupyterlab-sidecar .nbchat-panel")
+    picker = panel.get_by_label("Mode", exact=True)
+    picker.wait_for(timeout=30_000)
+    expect(picker).to_have_value("chat")
+    picker.select_option("ask")
+    panel.get_by_label("Question", exact=True).fill("make x two")
+    panel.get_by_label("Question", exact=True).press("Enter")
+    view = nb.cell(2).locator(".nbchat-merge")  # the proposal, drawn on its cell
+    view.wait_for(timeout=30_000)
+    assert source_of(nb, ids[2]) == "x = 1\n"
+    nb.screenshot("1-panel-agent-proposal")
+    view.get_by_role("button", name=re.compile(r"^Accept")).click()
+    wait_until(lambda: source_of(nb, ids[2]) == "x = 2\n", "the edit landed", nb)
+    expect(panel.get_by_text("It is two now.")).to_be_visible(timeout=30_000)
+    expect(picker).to_have_value("ask")  # the thread keeps the mode it was asked in

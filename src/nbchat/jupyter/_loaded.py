@@ -11,7 +11,8 @@ from __future__ import annotations
 import weakref
 from typing import Any, Protocol
 
-__all__ = ["Loaded", "chat_of", "hand_over", "loaded_in", "notebook_chat_of"]
+__all__ = ["Loaded", "asked", "asking", "chat_of", "hand_over", "loaded_in", "notebook_chat_of",
+           "on_turn_end", "turn_ended"]
 
 
 class Loaded(Protocol):
@@ -62,3 +63,31 @@ def notebook_chat_of(shell: Any) -> Any:
     loaded = loaded_in(shell)
     assert loaded is not None
     return loaded.notebook_chat()
+
+
+_ASKED: list[int | None] = [None]  # the thread the side panel asks in now, if it does
+
+
+def asking(thread_id: int | None) -> None:
+    """The panel asks in ``thread_id`` (None: it is done): its mode is that thread's."""
+    _ASKED[0] = thread_id
+
+
+def asked() -> int | None:
+    """The thread the panel asks in now; None when it does not."""
+    return _ASKED[0]
+
+
+_TURN_ENDED: list[Any] = []  # what runs after a turn that no cell ran (the panel's)
+
+
+def on_turn_end(callback: Any) -> None:
+    """Call ``callback()`` after each turn the panel streamed (a cell's has post_run_cell)."""
+    _TURN_ENDED.append(callback)
+
+
+def turn_ended() -> None:
+    """A turn outside any cell ended: tell whoever asked (the page's proposals, say)."""
+    for callback in list(_TURN_ENDED):
+        callback()
+

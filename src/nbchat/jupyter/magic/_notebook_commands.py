@@ -13,6 +13,7 @@ from IPython.core.error import UsageError
 
 from ...base.errors import InputError
 from ...context.cell_tools import MODES, effective_mode
+from .._loaded import asked
 
 if TYPE_CHECKING:
     from .magics import ChatMagics
@@ -21,11 +22,13 @@ __all__ = ["current_mode", "set_mode", "undo"]
 
 
 def current_mode(magics: ChatMagics) -> str:
-    """The mode of the current thread (its own, else ``ChatMagics.mode``), as capped."""
+    """The mode of the thread asked in (the panel's while it asks, else the magics' current
+    one): its own, else ``ChatMagics.mode``, as capped."""
     mode = magics.mode
-    if magics.thread_id is not None:
+    thread = asked() if asked() is not None else magics.thread_id
+    if thread is not None:
         try:
-            saved = (magics.chat.store.get(magics.thread_id).settings or {}).get("mode")
+            saved = (magics.chat.store.get(thread).settings or {}).get("mode")
         except Exception:  # a thread deleted meanwhile: the session's mode
             saved = None
         mode = saved if saved in MODES else mode

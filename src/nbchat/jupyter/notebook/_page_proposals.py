@@ -27,7 +27,7 @@ from ...agents.gate import TOOL_PREFIX
 from ...base.errors import NbchatError
 from ...context.cell_tools import CELL_TOOLS
 from ...context.proposals import chunks
-from .._loaded import chat_of, notebook_chat_of
+from .._loaded import chat_of, notebook_chat_of, on_turn_end
 from ..agents._kernel import is_mine
 from ._lab_bridge import NotebookBridge, register_target
 
@@ -44,6 +44,7 @@ def watch(shell: Any) -> None:
     NotebookBridge.on_op("answer", lambda data: _answer(shell, data))
     NotebookBridge.on_op("hello", lambda data: publish(shell))
     shell.events.register("post_run_cell", lambda result: publish(shell))
+    on_turn_end(lambda: publish(shell))  # the panel's turns run in no cell
     register_target()  # a reloaded page opens its own comm here
     bridge = NotebookBridge.for_kernel()
     if bridge is not None:

@@ -22,6 +22,7 @@ import ipywidgets as widgets
 
 from ...base import markup
 from ...base.errors import InputError, NbchatError
+from ...context.cell_tools import CELL_TOOLS, MODES
 from ...engine._usage import Price, thread_usage_line
 from ...llm.routed import RoutedClient
 from ...mcp.tools import servers_line
@@ -48,6 +49,9 @@ class Shown:
     @property
     def text(self) -> str:
         return str(self.data.get("text/plain", ""))
+
+
+NOTEBOOK_TOOLS = (*CELL_TOOLS, "run_code")
 
 
 class FollowingPanel(PanelState):
@@ -176,14 +180,31 @@ class FollowingPanel(PanelState):
                 last = thread.turns[-1].model if thread.turns else None
                 self._set_models(list(self.models), last or thread.model)
             self.history = [t.query for t in thread.turns[-HISTORY_SIZE:]] if thread else []
+            saved = (thread.settings or {}).get("mode") if thread is not None else None
+            if changed and saved in (*MODES, "chat"):  # the mode it was last asked in here
+                self.mode = saved
             self._render_conversation(thread)
         if thread is not None and thread.turns and thread.turns[-1].status == "suspended":
             calls = self.chat.pending_calls(thread.id)
             if calls:
                 with hosting(self):
-                    show_tool_prompts(self.chat, calls, live=True)
+                    show_tool_prompts(self.chat_for(calls), calls, live=True)
         if changed:
             self._thread_callbacks(self, thread_id)
+
+    def chat_for(self, calls: list[Any] | None = None) -> Any:
+        """The Chat that asks in the panel's mode, or answers ``calls``: with the notebook
+        tools (the magics') for the notebook agent and its calls, else the panel's own."""
+        wanted = any(c.tool in NOTEBOOK_TOOLS for c in calls) if calls is not None \
+            else self.mode in MODES  # fmt: skip
+        if not wanted:
+            return self.chat
+        from IPython import get_ipython
+
+        from .._loaded import loaded_in
+
+        loaded = loaded_in(get_ipython())
+        return loaded.notebook_chat() if loaded is not None else self.chat
 
     def _render_conversation(self, thread: Thread | None = None) -> None:
         if thread is None and self.thread_id is not None:

@@ -37,6 +37,8 @@ class PanelState(anywidget.AnyWidget):
     title = Unicode("", help="The shown thread's title.").tag(sync=True)
     models = List(Unicode(), help="The models the picker offers.").tag(sync=True)
     model = Unicode("", help="The model the next question goes to.").tag(sync=True)
+    mode = Unicode("chat", help="'chat' (no notebook tools), or the notebook agent's mode the "
+                   "next question is asked in: 'ask', 'plan', 'accept-edits'.").tag(sync=True)
     model_groups = List(Dict(), help="The models by connected endpoint: endpoint, label, "
                         "models, error (one line); empty with one endpoint.").tag(sync=True)
     messages = List(Dict(), help="The turns shown, oldest first (see jupyter._messages).").tag(

@@ -44,6 +44,7 @@ from ...engine._preview import Preview
 from ...engine._usage import Price, dollars, parse_prices, prices_from_env
 from ...engine.chat import Chat
 from ...store.base import ThreadInfo
+from .._loaded import asking, turn_ended
 from ..cell._preview_view import preview_html
 from ..cell.prompts import (
     OutputHandle,
@@ -146,6 +147,7 @@ class ChatPanel(FollowingPanel):
         from ..notebook.tools import Notebook
 
         self._notebook = Notebook(shell) if shell is not None else None
+        self._asking: Chat | None = None  # the Chat the streaming question went to
         self.attachable = self._notebook is not None
         self.on_msg(self._on_front_end_msg)
         self.refresh(select=thread_id)
@@ -216,10 +218,16 @@ class ChatPanel(FollowingPanel):
             thread_id = self.chat.new_thread(model)
         named, note = mentioned(query)
         picked = self._picked_context()
-        self.chat.prices = self._prices or None
+        chat = self._asking = self.chat_for()
+        chat.prices = self.chat.prices = self._prices or None
+        settings = dict(self.chat.store.get(thread_id).settings or {})
+        if settings.get("mode", "chat") != self.mode:  # the thread's mode from now on
+            self.chat.store.update_thread(thread_id, settings={**settings, "mode": self.mode})
+        if chat is not self.chat:  # the notebook agent: its tools ask as this thread says
+            asking(thread_id)
         try:
-            events = self.chat.iter_ask(thread_id, query, model=model, context=[*picked, *named],
-                                        over_budget=over_budget)  # fmt: skip
+            events = chat.iter_ask(thread_id, query, model=model, context=[*picked, *named],
+                                   over_budget=over_budget)  # fmt: skip
         except OverBudget as error:
             if self.thread_id is None:
                 self.chat.delete_thread(thread_id)  # made for this question, which waits
@@ -409,13 +417,19 @@ class ChatPanel(FollowingPanel):
     def _stream(self, events: Iterable[Event]) -> RenderResult:
         """Stream a turn into the live message; then show it as part of the conversation."""
         earlier = list(self.prompts)
-        with hosting(self):
-            # Live even when no person clicked: widget state is not what nbval
-            # compares, and only a live renderer offers the prompts of a suspension.
-            result = render_turn(
-                events, mode="live", handle=self.live, chat=self.chat,  # type: ignore[arg-type]
-                prompts=show_tool_prompts,
-            )
+        try:
+            with hosting(self):
+                # Live even when no person clicked: widget state is not what nbval
+                # compares, and only a live renderer offers the prompts of a suspension.
+                result = render_turn(
+                    events, mode="live", handle=self.live,  # type: ignore[arg-type]
+                    chat=self._asking or self.chat,
+                    prompts=show_tool_prompts,
+                )
+        finally:
+            self._asking = None
+            asking(None)
+            turn_ended()
         with self.hold_sync():
             self.prompts = [group for group in self.prompts if group not in earlier]
             self._load_threads(self.thread_id, render=False)

@@ -93,6 +93,16 @@ function buildComposer() {
   const picker = node("select", "nbchat-model");
   picker.setAttribute("aria-label", "Model");
   picker.title = "Model";
+  const modePicker = node("select", "nbchat-mode");
+  modePicker.setAttribute("aria-label", "Mode");
+  modePicker.title = "Chat, or let the model read and change this notebook: every change " +
+    "a proposal you accept (ask), reads only (plan), or changes land, undoable (accept edits)";
+  for (const [value, label] of [["chat", "Chat"], ["ask", "Agent: ask"], ["plan", "Agent: plan"],
+                                ["accept-edits", "Agent: accept edits"]]) {
+    const option = node("option", "", label);
+    option.value = value;
+    modePicker.append(option);
+  }
   const attach = node("select", "nbchat-attach");
   attach.setAttribute("aria-label", "Attach a variable");
   attach.title = "Attach a variable to the next question";
@@ -105,11 +115,11 @@ function buildComposer() {
   const answering = node("span", "nbchat-answering");
   answering.setAttribute("role", "status");
   answering.append(node("span", "nbchat-pulse"), node("span", "", "Answering…"));
-  bar.append(picker, attach, answering, preview, send, stop);
+  bar.append(picker, modePicker, attach, answering, preview, send, stop);
   const field = node("div", "nbchat-field");
   field.append(box, bar);
   composer.append(chips, field);
-  return { composer, chips, box, picker, attach, preview, send, stop, answering };
+  return { composer, chips, box, picker, modePicker, attach, preview, send, stop, answering };
 }
 
 // -- the previewed request: HTML made in Python by nbchat.markup, nothing else

@@ -169,6 +169,11 @@ function drawModels(v) {
   picker.hidden = !model.get("models").length;
 }
 
+function drawMode(v) {
+  v.modePicker.value = v.model.get("mode");
+  v.modePicker.disabled = v.model.get("streaming");
+}
+
 function drawChips(v) {
   const { model, chips, attach } = v;
   chips.replaceChildren();

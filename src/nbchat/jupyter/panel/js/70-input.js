@@ -106,6 +106,10 @@ function wireComposer(v) {
     model.set("model", picker.value);
     model.save_changes();
   });
+  listen(v.modePicker, "change", () => {
+    model.set("mode", v.modePicker.value);
+    model.save_changes();
+  });
 }
 
 function wireConversation(v) {

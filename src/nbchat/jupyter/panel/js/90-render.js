@@ -24,6 +24,7 @@ function follow(v) {
   on("change:gauge", () => drawGauge(v));
   on("change:tools_line", () => drawToolsLine(v));
   on("change:models change:model change:model_groups", () => drawModels(v));
+  on("change:mode change:streaming", () => drawMode(v));
   on("change:variables change:picked change:attachable", () => drawChips(v));
   on("change:prompts", () => drawPrompts(v));
   on("change:placeholder", () => { box.placeholder = model.get("placeholder"); });
@@ -92,6 +93,7 @@ function render({ model, el }) {
   drawPreview(v);
   drawToolsLine(v);
   drawModels(v);
+  drawMode(v);
   drawChips(v);
   drawStreaming(v);
   drawPrompts(v);
