@@ -171,9 +171,7 @@ class CellChange(ClientTool):
                 "base_digest": digest(base), "chunks": count, "diff": diff}  # fmt: skip
 
     def _proposed(self, arguments: dict[str, Any], base: str) -> str:
-        if self.op in ("insert_cell", "edit_cell"):
-            return str(arguments["source"])
-        return "" if self.op == "delete_cell" else base
+        return proposed_text(self.op, arguments, base)
 
     def _where(self, arguments: dict[str, Any], target: Cell | None, count: int) -> str:
         if self.op == "insert_cell":
@@ -286,6 +284,14 @@ def cell_tools(cells: NotebookCells, *, mode: Callable[[], str] = lambda: "ask",
                on_change: Callable[[dict[str, Any]], None] | None = None) -> list[CellChange]:
     """The five cell tools over ``cells``, in the order the model sees them."""
     return [CellChange(op, cells, mode, on_change) for op in CELL_TOOLS]
+
+
+def proposed_text(tool: str, arguments: dict[str, Any], base: str) -> str:
+    """The cell's text once ``tool(arguments)`` lands on ``base``: new for an insert or an
+    edit, empty for a deletion, the same for a move or a run."""
+    if tool in ("insert_cell", "edit_cell"):
+        return str(arguments.get("source", ""))
+    return "" if tool == "delete_cell" else base
 
 
 def _checked_source(arguments: dict[str, Any]) -> None:

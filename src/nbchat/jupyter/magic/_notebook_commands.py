@@ -27,12 +27,28 @@ def current_mode(magics: ChatMagics) -> str:
     mode = magics.mode
     thread = asked() if asked() is not None else magics.thread_id
     if thread is not None:
-        try:
-            saved = (magics.chat.store.get(thread).settings or {}).get("mode")
-        except Exception:  # a thread deleted meanwhile: the session's mode
-            saved = None
+        saved = _saved_mode(magics.chat.store, thread)
         mode = saved if saved in MODES else mode
     return effective_mode(mode if mode in MODES else "ask")
+
+
+_SAVED: dict[tuple[str, int], tuple[object, object]] = {}  # the last read, by its file's stamp
+
+
+def _saved_mode(store: Any, thread: int) -> object:
+    """The thread's saved mode, read again only when the thread was written (every tool of
+    a turn asks: one stat each, not one read)."""
+    key = (store.location(), thread)
+    stamp = store.stamp(thread)
+    known = _SAVED.get(key)
+    if known is not None and stamp is not None and known[0] == stamp:
+        return known[1]
+    try:
+        saved = (store.get(thread).settings or {}).get("mode")
+    except Exception:  # a thread deleted meanwhile: the session's mode
+        saved = None
+    _SAVED[key] = (stamp, saved)
+    return saved
 
 
 def set_mode(magics: ChatMagics, opts: Any, text: str) -> None:

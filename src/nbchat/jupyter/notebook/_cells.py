@@ -18,7 +18,6 @@ Every change that lands is kept with its turn in the thread's settings
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import threading
@@ -192,7 +191,7 @@ def _sent(bridge: NotebookBridge, change: dict[str, Any]) -> dict[str, Any]:
         reply.update(answer)
         replied.set()
 
-    bridge.request({**copy.deepcopy(change), "strict": True}, done)
+    bridge.request({**change, "strict": True}, done)
     if threading.current_thread() is threading.main_thread():
         # The page's reply reaches this kernel only once the running cell ends.
         return {"ok": True, "cell_id": change.get("cell_id"), "sent": True}

@@ -25,7 +25,7 @@ from typing import Any
 
 from ...agents.gate import TOOL_PREFIX
 from ...base.errors import NbchatError
-from ...context.cell_tools import CELL_TOOLS
+from ...context.cell_tools import CELL_TOOLS, proposed_text
 from ...context.proposals import chunks
 from .._loaded import chat_of, notebook_chat_of, on_turn_end
 from ..agents._kernel import is_mine
@@ -62,13 +62,13 @@ def waiting(chat: Any) -> list[dict[str, Any]]:
                 continue
             tool = call.tool.removeprefix(TOOL_PREFIX)
             base = str(call.arguments.get("saved") or "")
-            proposed = _proposed(tool, {"source": call.arguments.get("code")}, base)
+            proposed = proposed_text(tool, {"source": call.arguments.get("code")}, base)
             extra["cell_id"] = call.arguments.get("cell_id") or ""
         elif call.tool not in CELL_TOOLS or extra.get("notebook", here) != here:
             continue  # another notebook's proposal: drawn and answered there
         else:
             tool, base = call.tool, str(extra.get("base", ""))
-            proposed = _proposed(tool, call.arguments, base)
+            proposed = proposed_text(tool, call.arguments, base)
         found.append({
             "thread": call.thread_id, "turn": call.turn, "call_id": call.call_id,
             "tool": tool, "cell_id": extra.get("cell_id") or "",
@@ -113,12 +113,6 @@ def _answer(shell: Any, data: dict[str, Any]) -> None:
         pass  # already answered, stale (shown again on its new text), another notebook's
     finally:
         publish(shell)
-
-
-def _proposed(tool: str, arguments: dict[str, Any], base: str) -> str:
-    if tool in ("insert_cell", "edit_cell"):
-        return str(arguments.get("source", ""))
-    return "" if tool == "delete_cell" else base
 
 
 def _offsets(chunk: Any, base: str, proposed: str) -> dict[str, int]:
