@@ -212,7 +212,7 @@ def test_a_restart_between_proposal_and_answer_loses_nothing(run, ip, nb, server
     result = fresh.run_cell("%chat -t 1 --answer accept", store_history=True)
     assert result.error_in_exec is None and source(nb, "c1") == "x = 7\n"
     again = fresh.run_cell("%chat -t 1 --answer accept", store_history=True)
-    assert again.error_in_exec is not None or source(nb, "c1") == "x = 7\n"
+    assert again.error_in_exec is not None and source(nb, "c1") == "x = 7\n"  # answered once
 
 
 def test_a_stale_proposal_in_its_prompt_widget_is_drawn_again_on_the_new_text(ip, nb, server):
