@@ -232,6 +232,11 @@ class PendingCall:
             return f"{text}\n{code}\n   (run, reject: WHY, or edit: NEW CODE)"
         if prompt.extra.get("view") == "proposal":  # the change as a diff, chunks numbered
             return _proposal_text(text, prompt)
+        if prompt.extra.get("view") == "plan":  # the numbered plan, to approve or edit
+            plan = _visible.for_terminal(str(prompt.extra.get("plan") or "").rstrip("\n"))
+            shown = "\n".join("      " + line for line in plan.split("\n"))
+            return f"{text}\n{shown}\n   (approve, approve: THE PLAN AS YOU WANT IT, " \
+                "or reject: WHY)"  # fmt: skip
         if self.shows_arguments:
             text += f"\n{_indented(self.arguments_text, 'These arguments hold')}\n  "
         if prompt.options:
@@ -280,6 +285,8 @@ class AnsweredCall:
         """The answer as a person reads it."""
         if isinstance(self.answer, bool):
             return "yes" if self.answer else "no"
+        if isinstance(self.answer, Mapping) and isinstance(self.answer.get("action"), str):
+            return _decision_shown(self.answer)  # a proposal's or a plan's decision
         return " ".join(str(self.answer).split())
 
     def to_dict(self) -> dict[str, Any]:
@@ -299,6 +306,20 @@ class AnsweredCall:
             call_id, tool, str(data.get("question") or ""), data.get("answer"),
             str(data.get("by") or ""), float(at) if isinstance(at, int | float) else 0.0,
         )  # fmt: skip
+
+
+def _decision_shown(decision: Mapping[str, Any]) -> str:
+    """A decision in words: what was accepted (which chunks), approved, run or rejected, why."""
+    action, reason = str(decision["action"]), " ".join(str(decision.get("reason") or "").split())
+    chunks, of = decision.get("chunks"), decision.get("of")
+    if action == "accept" and isinstance(chunks, list) and isinstance(of, int) and \
+            chunks and len(chunks) < of:  # fmt: skip
+        return f"accepted chunk{'s' * (len(chunks) != 1)} {', '.join(map(str, chunks))} of {of}"
+    words = {"accept": "accepted", "approve": "approved", "run": "run",
+             "edit": "run the edited code", "reject": "rejected"}.get(action, action[:20])  # fmt: skip
+    if action == "approve" and decision.get("edited"):
+        words += " as edited"
+    return f"{words}: {reason}" if reason and action == "reject" else words
 
 
 def _proposal_text(question: str, prompt: Prompt) -> str:

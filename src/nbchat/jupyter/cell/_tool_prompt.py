@@ -71,6 +71,7 @@ class ToolPrompt(widgets.VBox):
         self.editor: widgets.Textarea | None = None  # code prompts: the code, once Edit is hit
         self.reason_box: widgets.Text | None = None  # code prompts: why Reject
         self.submit_button: widgets.Button | None = None
+        self.chunk_toggles: tuple[widgets.ToggleButton, ...] = ()  # proposals: which chunks
         self._error, self._status = "", markup.SafeHTML("")
         self._error_html = widgets.HTML()
         self._status_html = widgets.HTML()
@@ -177,7 +178,11 @@ class ToolPrompt(widgets.VBox):
             children.append(_safe_output(markup.markdown(str(prompt.markdown))))
         children.append(widgets.HTML(markup.styled(markup.element("b", markup.marked(
             self.question)))))
-        if self.kind == "choice" and prompt.options:
+        if int(prompt.extra.get("chunks") or 0) > 1 and prompt.extra.get("op") in _CHUNKED:
+            children.append(self._chunk_controls(int(prompt.extra["chunks"])))
+        elif prompt.extra.get("view") == "plan":
+            children.append(self._plan_controls(str(prompt.extra.get("plan") or "")))
+        elif self.kind == "choice" and prompt.options:
             children.append(self._choice_controls(list(prompt.options)))
         elif self.kind == "confirm":
             children.append(self._confirm_controls())
@@ -221,6 +226,47 @@ class ToolPrompt(widgets.VBox):
         for button in self.buttons:
             button.on_click(self._on_option_button_click)
         return widgets.HBox(self.buttons, layout=widgets.Layout(flex_flow="row wrap"))
+
+    def _chunk_controls(self, count: int) -> widgets.Widget:
+        """A toggle per chunk of the diff above (all on), Accept (the chunks on) and Reject."""
+        self.chunk_toggles = tuple(
+            widgets.ToggleButton(value=True, description=f"chunk {n}", icon="check",
+                                 tooltip=f"take chunk {n} of the diff above",
+                                 layout=widgets.Layout(width="auto"))
+            for n in range(1, count + 1))  # fmt: skip
+        for toggle in self.chunk_toggles:
+            toggle.observe(self._on_chunk_toggle_change, "value")
+        accept = _button("Accept", icon="check", button_style="primary")
+        reject = _button("Reject", icon="times")
+        self.reason_box = widgets.Text(placeholder="why not (optional)",
+                                       layout=widgets.Layout(flex="1 1 10em", min_width="8em"))
+        accept.on_click(self._on_accept_chunks_button_click)
+        reject.on_click(self._on_reject_button_click)
+        self.buttons = (accept, reject, *self.chunk_toggles)
+        wrap = widgets.Layout(flex_flow="row wrap")
+        return widgets.VBox([widgets.HBox(list(self.chunk_toggles), layout=wrap),
+                             widgets.HBox([accept, reject, self.reason_box], layout=wrap)])
+
+    def _plan_controls(self, plan: str) -> widgets.Widget:
+        """Approve / Edit / Reject for a plan; Edit opens it in an editor, Approve edited."""
+        approve = _button("Approve", icon="check", button_style="primary")
+        edit, reject = _button("Edit"), _button("Reject", icon="times")
+        self.reason_box = widgets.Text(placeholder="why not (optional)",
+                                       layout=widgets.Layout(flex="1 1 10em", min_width="8em"))
+        self.editor = widgets.Textarea(
+            markup.escape_hidden(plan), rows=min(20, plan.count("\n") + 2),
+            layout=widgets.Layout(width="min(100%, 48em)", display="none"))  # fmt: skip
+        self.run_edited = _button("Approve edited", icon="check", button_style="primary")
+        self.run_edited.layout.display = "none"
+        self.run_edited.layout.width = "fit-content"
+        approve.on_click(self._on_approve_button_click)
+        edit.on_click(self._on_edit_button_click)
+        reject.on_click(self._on_reject_button_click)
+        self.run_edited.on_click(self._on_approve_edited_button_click)
+        self.buttons = (approve, edit, reject, self.run_edited)
+        row = widgets.HBox([approve, edit, reject, self.reason_box],
+                           layout=widgets.Layout(flex_flow="row wrap"))
+        return widgets.VBox([row, self.editor, self.run_edited])
 
     def _confirm_controls(self) -> widgets.Widget:
         yes, no = _button("Yes", icon="check"), _button("No", icon="times")
@@ -280,6 +326,24 @@ class ToolPrompt(widgets.VBox):
         assert self.reason_box is not None
         self.submit({"action": "reject", "reason": self.reason_box.value})
 
+    def _on_chunk_toggle_change(self, change: dict[str, Any]) -> None:
+        change["owner"].icon = "check" if change["new"] else ""
+
+    def _on_accept_chunks_button_click(self, _: widgets.Button) -> None:
+        chosen = [n for n, toggle in enumerate(self.chunk_toggles, 1) if toggle.value]
+        if not chosen:
+            self.show_error("no chunk is chosen: choose one or more, or Reject")
+            return
+        everything = len(chosen) == len(self.chunk_toggles)
+        self.submit({"action": "accept"} if everything else {"action": "accept", "chunks": chosen})
+
+    def _on_approve_button_click(self, _: widgets.Button) -> None:
+        self.submit({"action": "approve"})
+
+    def _on_approve_edited_button_click(self, _: widgets.Button) -> None:
+        assert self.editor is not None
+        self.submit({"action": "approve", "plan": self.editor.value})
+
     def _on_option_button_click(self, button: widgets.Button) -> None:
         self.submit(button.description)
 
@@ -325,6 +389,10 @@ class ToolPrompt(widgets.VBox):
         self._status_html.value = markup.styled(self._status)
 
 
+_CHUNKED = ("edit_cell", "insert_cell")  # the ops whose chunks are taken one by one
+_ACTION_BUTTONS = {"run": "Run", "edit": "Run edited", "reject": "Reject", "accept": "Accept"}
+
+
 def _safe_output(body: markup.SafeHTML) -> widgets.Output:
     """An Output widget showing ``body`` (HTML made by :mod:`nbchat.base.markup`)."""
     handle = OutputHandle()
@@ -339,10 +407,11 @@ def _button(description: str, **kwargs: Any) -> widgets.Button:
 
 
 def _matches(button: widgets.Button, value: object) -> bool:
-    if isinstance(value, dict):  # a code answer: {"action": "run" | "edit" | "reject", ...}
-        return button.description == {"run": "Run", "edit": "Run edited", "reject": "Reject"}.get(
-            str(value.get("action")), ""
-        )
+    if isinstance(value, dict):  # {"action": "run" | "edit" | "accept" | "approve" | ...}
+        action = str(value.get("action"))
+        if action == "approve":
+            return button.description == ("Approve edited" if "plan" in value else "Approve")
+        return button.description == _ACTION_BUTTONS.get(action, "")
     if value == "run":
         return button.description == "Run"
     if isinstance(value, bool):
@@ -352,11 +421,13 @@ def _matches(button: widgets.Button, value: object) -> bool:
 
 def _shown(value: object) -> str:
     if isinstance(value, dict):
-        action, reason = value.get("action"), value.get("reason")
-        return {"run": "ran", "edit": "ran the edited code", "reject": "rejected"}.get(
-            str(action), "") + (
-            f": {reason}" if reason else ""
-        )
+        action, reason, chunks = value.get("action"), value.get("reason"), value.get("chunks")
+        if action == "accept" and chunks:
+            return "accepted chunk" + "s" * (len(chunks) != 1) + " " + ", ".join(map(str, chunks))
+        if action == "approve":
+            return "approved the edited plan" if "plan" in value else "approved"
+        return {"run": "ran", "edit": "ran the edited code", "reject": "rejected",
+                "accept": "accepted"}.get(str(action), "") + (f": {reason}" if reason else "")
     if value == "run":
         return "ran"
     if isinstance(value, bool):

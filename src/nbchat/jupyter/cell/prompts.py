@@ -205,7 +205,19 @@ class PromptGroup(widgets.VBox):
         if self.renderer is None:
             self.renderer = self._widget_renderer()
         with hosting(self):
-            return self.renderer.render(events)
+            result = self.renderer.render(events)
+        self._offer_undo(result)
+        return result
+
+    def _offer_undo(self, result: RenderResult) -> None:
+        """*Undo this turn* below the answer of a resumed turn that changed the notebook."""
+        if result.status == "suspended":
+            return  # its next prompts come first; the button once it ends
+        from ..notebook._undo_view import undo_footer
+
+        footer = undo_footer(self.chat.store, result.thread_id, result.turn, get_ipython())
+        if footer is not None:
+            self.followups.children += (footer,)
 
     def _widget_renderer(self) -> TurnRenderer:
         # A widget's state is not what nbval compares: always live, so that a

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 from IPython.core.error import UsageError
 
 from ...context.cell_tools import CELL_TOOLS
+from ...context.plan import PLAN_TOOL
 
 if TYPE_CHECKING:
     from ...engine.chat import Chat
 
-NOTEBOOK_TOOLS = ("run_code", *CELL_TOOLS)
+NOTEBOOK_TOOLS = ("run_code", PLAN_TOOL, *CELL_TOOLS)
 _HANDLE = re.compile(r"\A(\d{1,9})\.\d{1,9}\Z")  # an outside agent's call: thread.turn
 
 

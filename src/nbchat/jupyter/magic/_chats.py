@@ -120,13 +120,15 @@ class SessionChats:
             from ..notebook._page_proposals import watch
             from ..notebook._undo import recorder
             from ..notebook.tools import notebook_tools, show_run
-            from ._notebook_commands import current_mode
+            from ._notebook_commands import current_mode, leave_plan
 
             settings = self._settings
             tools = notebook_tools(settings.shell, approval=approval[0], on_run=show_run,
                                    mode=lambda: current_mode(settings),  # type: ignore[arg-type]
                                    on_change=lambda change: recorder(self.plain().store)(change),
-                                   notebook=approval[1])  # fmt: skip
+                                   notebook=approval[1],
+                                   on_plan=lambda thread, _: leave_plan(self.plain().store,
+                                                                        thread))  # fmt: skip
             watch(settings.shell)  # the page draws the proposals and answers them
             self._notebook = (approval, tools)
         return self._notebook[1]

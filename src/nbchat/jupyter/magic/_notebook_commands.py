@@ -18,7 +18,7 @@ from .._loaded import asked
 if TYPE_CHECKING:
     from .magics import ChatMagics
 
-__all__ = ["current_mode", "set_mode", "undo"]
+__all__ = ["current_mode", "leave_plan", "offer_undo", "set_mode", "undo"]
 
 
 def current_mode(magics: ChatMagics) -> str:
@@ -51,6 +51,12 @@ def _saved_mode(store: Any, thread: int) -> object:
     return saved
 
 
+def leave_plan(store: Any, thread: int) -> None:
+    """A plan was approved: the thread asks from now on (it was in the plan mode)."""
+    settings = dict(store.get(thread).settings or {})
+    store.update_thread(thread, settings={**settings, "mode": "ask"})
+
+
 def set_mode(magics: ChatMagics, opts: Any, text: str) -> None:
     """``%chat --mode MODE``: the current thread's mode from now on (a new thread if none)."""
     mode = opts.mode
@@ -71,7 +77,8 @@ def set_mode(magics: ChatMagics, opts: Any, text: str) -> None:
 
 _MEANS = {
     "ask": "Every change to the notebook, and every run, waits for your answer.",
-    "plan": "The model reads and plans; no tool that changes the notebook is offered.",
+    "plan": "The model reads and proposes a numbered plan; no tool that changes the notebook "
+            "is offered until you approve it (then the thread is in ask mode).",
     "accept-edits": "Changes land as proposed and stay undoable (%chat --undo); running a "
                     "cell or code still asks.",
 }
@@ -79,15 +86,39 @@ _MEANS = {
 
 def undo(magics: ChatMagics, opts: Any, text: str) -> None:
     """``%chat --undo [TURN]``: put back the cells a turn (the last that changed any) changed."""
-    from ..notebook._cells import LiveNotebook
-    from ..notebook._undo import undo_turn
+    from ..notebook._undo import undo_here
 
     thread_id = opts.thread if opts.thread is not None else magics.thread_id
     if thread_id is None:
         raise UsageError("no current thread; say which: %chat -t ID --undo [TURN]")
     turn = None if opts.undo == -1 else opts.undo
     try:
-        print(undo_turn(magics.chat.store, LiveNotebook(file=magics.notebook), thread_id, turn,
-                        force=bool(opts.force)))  # fmt: skip
+        print(undo_here(magics.shell, magics.chat.store, thread_id, turn, force=bool(opts.force)))
     except InputError as error:
         raise UsageError(str(error)) from None
+
+
+def offer_undo(magics: ChatMagics, result: Any) -> None:
+    """Below a turn that changed the notebook, where a person can click: *Undo this turn*."""
+    if result.status == "suspended" or "checkpoints" not in _settings_of(magics, result):
+        return  # a suspended turn gets it once it resumes, below its answer
+    from ..cell.render import detect_mode
+
+    if detect_mode() != "live":
+        return  # nbval and scripts: the saved outputs stay as they were
+    from IPython.display import display
+
+    from ..notebook._undo_view import undo_footer
+
+    footer = undo_footer(magics.chat.store, result.thread_id, result.turn, magics.shell)
+    if footer is not None:
+        display(footer)
+
+
+def _settings_of(magics: ChatMagics, result: Any) -> dict[str, Any]:
+    if result.thread_id is None:
+        return {}
+    try:
+        return dict(magics.chat.store.get(result.thread_id).settings or {})
+    except Exception:  # a thread deleted meanwhile
+        return {}

@@ -345,6 +345,7 @@ class ChatMagics(ChatSettings):
         )
         result = renderer.render(events)
         result.shown_in = execution_marker()
+        notebook_commands.offer_undo(self, result)
         return result
 
     def _mode(self, no_stream: bool) -> Mode | None:

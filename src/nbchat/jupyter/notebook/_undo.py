@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...agents.cells import CellError, source_of
 from ...base.errors import InputError
-from ._cells import apply_change
-
-if TYPE_CHECKING:
-    from ._cells import LiveNotebook
+from .._loaded import loaded_in
+from ._cells import LiveNotebook, apply_change
 
 CHECKPOINTS = "checkpoints"
 UNDONE = "undone"
@@ -98,6 +96,14 @@ def undo_turn(store: Any, cells: LiveNotebook, thread_id: int, turn: int | None 
     store.update_thread(thread_id, settings=settings)
     store.append_response(thread_id, f"Undo turn {turn}", summary)
     return summary
+
+
+def undo_here(shell: Any, store: Any, thread_id: int, turn: int | None = None, *,
+              force: bool = False) -> str:  # fmt: skip
+    """:func:`undo_turn` on the notebook the magics of ``shell`` change (``ChatMagics.notebook``,
+    else the page's, else the session's file)."""
+    file = str(getattr(loaded_in(shell), "notebook", "") or "") if shell is not None else ""
+    return undo_turn(store, LiveNotebook(file=file), thread_id, turn, force=force)
 
 
 def _undo_one(live: dict[str, dict[str, Any]], entry: dict[str, Any],

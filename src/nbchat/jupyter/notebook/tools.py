@@ -267,6 +267,7 @@ def notebook_tools(
     mode: Callable[[], str] = lambda: "ask",
     on_change: Callable[[dict[str, Any]], None] | None = None,
     notebook: str = "",
+    on_plan: Callable[[int, str], None] | None = None,
 ) -> list[Any]:
     """Tools that let the model read this notebook and, after a yes, change and run it.
 
@@ -282,12 +283,19 @@ def notebook_tools(
     ``NBCHAT_MAX_APPROVAL``) lets it run. ``on_run(result)`` is called after
     each run (the magics show its output); ``on_change(change)`` after each
     change that landed (the magics keep it with its turn, for undo).
-    ``notebook`` names the notebook file the tools read and change; by default
-    the one this kernel's page holds, else its session's saved file.
+    In the ``plan`` mode only the reads and ``propose_plan`` are offered; the
+    person approves the plan, then ``on_plan(thread, plan)`` moves the thread
+    out of the plan mode (the magics save ``ask`` as its mode; without
+    ``on_plan``, these tools leave the plan mode). ``notebook`` names the
+    notebook file the tools read and change; by default the one this kernel's
+    page holds, else its session's saved file.
     """
     from ...context.cell_tools import cell_tools
+    from ...context.plan import ProposePlan
     from ._cells import LiveNotebook
 
+    if on_plan is None:  # no thread to keep the approval with: these tools keep it
+        mode, on_plan = _planned(mode)
     shell = _current_shell() if shell is None else shell
     reader = Notebook(shell)
     live = LiveNotebook(reader.run, on_run=on_run, file=notebook)
@@ -300,7 +308,22 @@ def notebook_tools(
         _last_error_tool(reader),
         *cell_tools(live, mode=mode, on_change=on_change),
         _run_code_tool(reader, approval=approval, on_run=on_run, mode=mode),
+        ProposePlan(mode, on_plan),
     ]
+
+
+def _planned(mode: Callable[[], str]) -> tuple[Callable[[], str], Callable[[int, str], None]]:
+    """``mode`` that reads ``ask`` instead of ``plan`` once a plan was approved, and the hook."""
+    approved: list[str] = []
+
+    def after_plan() -> str:
+        wanted = mode()
+        return "ask" if approved and wanted == "plan" else wanted
+
+    def on_plan(thread: int, plan: str) -> None:
+        approved.append(plan)
+
+    return after_plan, on_plan
 
 
 def _read_cells_tool(live: Any) -> Any:

@@ -28,6 +28,7 @@ from ...llm.routed import RoutedClient
 from ...mcp.tools import servers_line
 from ...store.base import Thread, ThreadInfo
 from ..cell.prompts import hosting, show_tool_prompts
+from ..notebook._undo import changed_turns
 from ._messages import context_gauge, message, thread_view
 from ._state import PanelState
 
@@ -215,7 +216,9 @@ class FollowingPanel(PanelState):
         shown = turns[-self._shown_turns:]
         first = len(turns) - len(shown)
         with self.hold_sync():
-            self.messages = [message(turn, first + n, self._prices) for n, turn in enumerate(shown)]
+            undoable = set(changed_turns(thread.settings or {})) if thread is not None else set()
+            self.messages = [message(turn, first + n, self._prices, first + n in undoable)
+                             for n, turn in enumerate(shown)]  # fmt: skip
             self.hidden = first
             self.usage_text = thread_usage_line(turns, self._prices)
             self.gauge = (

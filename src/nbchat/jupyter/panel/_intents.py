@@ -1,6 +1,6 @@
 """What the panel's page asks for: its custom messages, each mapped to one panel method.
 
-The page sends intents (``submit``, ``stop``, ``select``, ``rename``, ``poll``,
+The page sends intents (``submit``, ``stop``, ``select``, ``rename``, ``undo``, ``poll``,
 …) as custom messages, with the typed text as their ``value``; anything
 else it might send is ignored. An intent's error shows in the panel's status
 line, never as a traceback in the kernel's log.
@@ -51,6 +51,8 @@ def handle(panel: ChatPanel, content: Any) -> None:
         panel._focus_steal = False
     elif event == "select" and isinstance(value, int) and not isinstance(value, bool):
         _showing(panel, panel.select, value)
+    elif event == "undo" and isinstance(value, int) and not isinstance(value, bool):
+        _showing(panel, panel.undo, value)
     elif event == "rename" and isinstance(value, str):
         _showing(panel, panel.rename, value)
     elif isinstance(event, str) and event in INTENTS:

@@ -55,8 +55,12 @@ def _answer_html(turn: Turn, answer: str) -> markup.SafeHTML:
     ])
 
 
-def message(turn: Turn, index: int, prices: Mapping[str, Price]) -> dict[str, Any]:
-    """What the browser shows of one turn; only ``html`` is HTML, and markup made it."""
+def message(turn: Turn, index: int, prices: Mapping[str, Price],
+            undoable: bool = False) -> dict[str, Any]:  # fmt: skip
+    """What the browser shows of one turn; only ``html`` is HTML, and markup made it.
+
+    ``undoable``: the turn changed the notebook and is not undone (its footer offers Undo).
+    """
     answer = answer_markdown(turn).strip()
     started = time.strftime("%H:%M", time.localtime(turn.started)) if turn.started else ""
     return {
@@ -67,6 +71,7 @@ def message(turn: Turn, index: int, prices: Mapping[str, Price]) -> dict[str, An
         "time": started,
         "usage": turn_usage_line(turn, prices, named=False),  # the model has its own line
         "status": turn.status,
+        "undo": index if undoable and turn.status != "suspended" else None,
     }
 
 

@@ -321,6 +321,16 @@ class ChatPanel(FollowingPanel):
         self._load_threads(None)
         self._set_status(f"Deleted thread {thread_id}.")
 
+    @shows_errors
+    def undo(self, turn: int) -> None:
+        """Put back the cells turn ``turn`` of the shown thread changed (its footer's Undo)."""
+        self._refuse_while_streaming("undo a turn")
+        from ..notebook._undo import undo_here
+
+        summary = undo_here(self._shell, self.chat.store, self._require_thread("undo"), turn)
+        self._show_thread(self.thread_id, keep=True)
+        self._set_status(summary)
+
     def cancel_delete(self) -> None:
         """Keep the thread after all (or send nothing after all)."""
         self.confirm = ""
@@ -411,6 +421,8 @@ class ChatPanel(FollowingPanel):
             self._set_streaming(False)
         if result.status == "failed" and query and not self.value:
             self.value = query  # to send again once the problem is fixed
+        if self.mode == "plan" and self.thread_id is not None:  # an approved plan left it
+            self.mode = (self.chat.store.get(self.thread_id).settings or {}).get("mode", "plan")
         self.focus()
         self._answer_callbacks(self, result)
 

@@ -93,6 +93,15 @@ function usageLine(text) {
   return line;
 }
 
+// The footer's Undo, for a turn that changed the notebook: the kernel puts its cells back.
+function undoButton(turn, model) {
+  const undo = labelButton("undo", "Undo this turn", "nbchat-undo-turn");
+  undo.title = "Put back the cells this turn changed (cells you changed since are kept)";
+  // The redraw after the undo drops the button; a second click is told it is undone already.
+  undo.addEventListener("click", () => model.send({ event: "undo", value: turn }));
+  return undo;
+}
+
 function messageNodes(message, model, el) {
   const nodes = [];
   if (message.query) {
@@ -111,6 +120,7 @@ function messageNodes(message, model, el) {
   // The model has its own line above: the footer is the time and the usage.
   const about = [message.time, message.usage].filter(Boolean);
   if (about.length) theirs.appendChild(usageLine(about.join(" · ")));
+  if (Number.isInteger(message.undo)) theirs.appendChild(undoButton(message.undo, model));
   nodes.push(theirs);
   return nodes;
 }
