@@ -315,8 +315,8 @@ def _decision_shown(decision: Mapping[str, Any]) -> str:
     if action == "accept" and isinstance(chunks, list) and isinstance(of, int) and \
             chunks and len(chunks) < of:  # fmt: skip
         return f"accepted chunk{'s' * (len(chunks) != 1)} {', '.join(map(str, chunks))} of {of}"
-    words = {"accept": "accepted", "approve": "approved", "run": "run",
-             "edit": "run the edited code", "reject": "rejected"}.get(action, action[:20])  # fmt: skip
+    words = {"accept": "accepted", "approve": "approved", "run": "run", "reject": "rejected",
+             "edit": "run the edited code"}.get(action, action[:20])  # fmt: skip
     if action == "approve" and decision.get("edited"):
         words += " as edited"
     return f"{words}: {reason}" if reason and action == "reject" else words

@@ -18,7 +18,7 @@ from .._loaded import asked
 if TYPE_CHECKING:
     from .magics import ChatMagics
 
-__all__ = ["current_mode", "leave_plan", "offer_undo", "set_mode", "undo"]
+__all__ = ["current_mode", "leave_plan", "offer_undo", "set_mode", "undo", "watch_if_waiting"]
 
 
 def current_mode(magics: ChatMagics) -> str:
@@ -122,3 +122,11 @@ def _settings_of(magics: ChatMagics, result: Any) -> dict[str, Any]:
         return dict(magics.chat.store.get(result.thread_id).settings or {})
     except Exception:  # a thread deleted meanwhile
         return {}
+
+
+def watch_if_waiting(shell: Any) -> None:
+    """In a kernel started again, the page draws the proposals still waiting for it."""
+    if getattr(shell, "kernel", None) is not None:
+        from ..notebook._page_proposals import watch_if_waiting as watch
+
+        watch(shell)
