@@ -2,7 +2,8 @@
  * nbchat in JupyterLab: open the chat panel for the active notebook's kernel
  * (a left sidebar icon, a launcher tile, a palette command, a shortcut), and the
  * comm target through which that kernel may change its notebook, code
- * suggestions as ghost text, and the Connect dialog (`connect.ts`).
+ * suggestions as ghost text, the Connect dialog (`connect.ts`), and Fix and
+ * Explain under a cell's error (`errors.ts`).
  */
 import { ILabShell, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICommandPalette, Notification } from '@jupyterlab/apputils';
@@ -16,6 +17,7 @@ import { Widget } from '@lumino/widgets';
 import { CommTargets } from './bridge';
 import { registerSuggestions } from './completion';
 import { CONNECT_EVENT, plugIcon, showConnect } from './connect';
+import { watchErrors } from './errors';
 import { openChat } from './open';
 
 const COMMAND = 'nbchat:open-chat';
@@ -90,8 +92,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
   ) => {
     const contents = app.serviceManager.contents;
     const targets = new CommTargets(notebooks, path => contents.localPath(path));
-    notebooks.widgetAdded.connect((_, panel) => targets.watch(panel.sessionContext));
-    notebooks.forEach(panel => targets.watch(panel.sessionContext));
+    notebooks.widgetAdded.connect((_, panel) => {
+      targets.watch(panel.sessionContext);
+      watchErrors(panel);
+    });
+    notebooks.forEach(panel => {
+      targets.watch(panel.sessionContext);
+      watchErrors(panel);
+    });
     if (consoles) {
       consoles.widgetAdded.connect((_, panel) => targets.watch(panel.sessionContext));
       consoles.forEach(panel => targets.watch(panel.sessionContext));

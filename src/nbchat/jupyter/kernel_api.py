@@ -3,12 +3,15 @@
 The Jupyter Server extension calls :func:`variables_text` and
 :func:`describe_text` for outside agents' reads and code suggestions, and
 :func:`wake` when an agent's call waits for the notebook; the lab extension
-calls :func:`open_from_lab` to open the chat panel beside it. Each is sent as
+calls :func:`open_from_lab` to open the chat panel beside it, and
+:func:`help_with_error` for the Fix and Explain buttons under a traceback. Each is sent as
 the expression :func:`nbchat.base._across.kernel_call` builds, silently and
 outside the notebook's history. Each imports only what it uses.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from ..base._across import KERNEL_CALLS
 
@@ -40,4 +43,12 @@ def open_from_lab(path: str = "") -> None:
     """Open the chat panel in JupyterLab's side area for the notebook at ``path``."""
     from .panel._side import open_from_lab as open_panel
 
-    open_panel(path)
+    open_panel(path)  # the panel itself stays in the kernel
+
+
+def help_with_error(action: str, path: str, cell_id: str, source: str,
+                    error: dict[str, Any]) -> None:  # fmt: skip
+    """Fix (a proposal) or Explain a cell's error, in the side panel, as the page asked."""
+    from .notebook._error_help import help_with_error as help_
+
+    help_(action, path, cell_id, source, error)

@@ -117,14 +117,14 @@ def _view(widget: Any) -> dict[str, Any]:
     }
 
 
-def open_from_lab(path: str = "") -> None:
+def open_from_lab(path: str = "") -> ChatPanel:
     """Open (or bring back) the kernel's side panel for JupyterLab's nbchat extension.
 
     What its sidebar icon, launcher tile, command and shortcut run, silently, in
     the notebook's kernel: the panel of :func:`side_panel`, with the settings of
     ``%chat`` if it is loaded. ``path`` is the notebook's, for the panel's title.
-    Prints nothing; where the panel cannot open, raises an error whose message
-    JupyterLab shows in a notification.
+    Prints nothing and returns the panel; where it cannot open, raises an error
+    whose message JupyterLab shows in a notification.
     """
     global _NOTEBOOK
     reason = side_area_unavailable()
@@ -133,10 +133,7 @@ def open_from_lab(path: str = "") -> None:
     if path:
         _NOTEBOOK = path
     loaded = loaded_in(get_ipython())
-    if loaded is None:
-        side_panel()
-    else:
-        loaded.side_panel()
+    return side_panel() if loaded is None else loaded.side_panel()
 
 
 def _title() -> str:

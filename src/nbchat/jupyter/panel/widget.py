@@ -124,6 +124,7 @@ class ChatPanel(FollowingPanel):
         **chat_kwargs: Any,
     ) -> None:
         self._shell: Any = None
+        self._given: list[ContextItem] = []  # what ask() attaches to its question
         if chat is not None and chat_kwargs:
             names = ", ".join(sorted(chat_kwargs))
             raise InputError(f"pass either chat or Chat settings ({names}), not both")
@@ -226,8 +227,9 @@ class ChatPanel(FollowingPanel):
         if chat is not self.chat:  # the notebook agent: its tools ask as this thread says
             asking(thread_id)
         try:
-            events = chat.iter_ask(thread_id, query, model=model, context=[*picked, *named],
-                                   over_budget=over_budget)  # fmt: skip
+            events = chat.iter_ask(thread_id, query, model=model, over_budget=over_budget,
+                                   context=[*self._given, *picked, *named])  # fmt: skip
+            self._given = []
         except OverBudget as error:
             if self.thread_id is None:
                 self.chat.delete_thread(thread_id)  # made for this question, which waits
@@ -247,6 +249,20 @@ class ChatPanel(FollowingPanel):
             self._set_streaming(False)
             raise
         self._start(events, query)
+
+    def ask(self, question: str, *, context: Iterable[ContextItem] = (),
+            mode: str | None = None) -> None:  # fmt: skip
+        """Ask ``question`` in the shown thread with ``context`` attached, in ``mode`` (the
+        picker's ``chat`` or a notebook agent's), as the page's Fix and Explain do."""
+        self._refuse_while_streaming("ask again")
+        if mode is not None:
+            self.mode = mode
+        self.value, self._given = question, list(context)
+        try:
+            self.submit()  # over a budget, "Send anyway" sends it with its context
+        except BaseException:
+            self._given = []
+            raise
 
     @shows_errors
     def preview(self) -> Preview | None:

@@ -1,0 +1,99 @@
+"""*Fix* and *Explain* beside a cell's error in JupyterLab: the question goes to the side panel.
+
+The lab extension draws the two buttons under a traceback (in the page only,
+never in the saved notebook) and, on a click, runs :func:`help_with_error`
+silently in the kernel with the cell's id, source and error as the page holds
+them. *Explain* asks in the side panel's thread, without the notebook tools,
+with the cell and its traceback as context. *Fix* asks the notebook agent, in
+the thread's mode (``ask`` unless it is in ``plan`` or ``accept-edits``), to
+propose the corrected cell with ``edit_cell`` (or the earlier cell the cause is
+in), with the cell, the traceback and the variables the cell names as context,
+as ``%chat --fix`` has them: the change is a proposal that waits for a yes.
+Where no page can help, ``%chat --fix`` and ``%chat --explain`` do the same.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+from typing import Any
+
+from ...base._secrets import cut_scrubbed
+from ...base.content import ContextItem, fit
+from ...base.errors import InputError
+from ...base.markup import fence
+from ...context.cell_tools import MODES
+from ...context.notebook import output_text
+
+__all__ = ["ACTIONS", "error_context", "fix_question", "help_with_error"]
+
+ACTIONS = ("fix", "explain")
+EXPLAIN = "Explain briefly what went wrong in this cell and how to fix it."
+MAX_VARIABLES = 3
+BUDGET = 2000  # tokens of the error and its cell
+
+
+def fix_question(cell_id: str) -> str:
+    """The Fix question: a proposal on the failing cell (or the earlier one the cause is in)."""
+    return (f"Fix cell {cell_id}: it raised the error in the context. Propose the corrected "
+            f"cell with edit_cell (cell_id {cell_id!r}); if the cause is in an earlier cell, "
+            "propose the change there instead. Read the notebook first if you need to; do "
+            "not run anything.")  # fmt: skip
+
+
+def error_context(cell_id: str, source: str, error: dict[str, Any]) -> ContextItem:
+    """The error as the page shows it and the cell's source, scrubbed, then bounded."""
+    lines = [str(line) for line in error.get("traceback") or []]
+    shown = output_text({"output_type": "error", "ename": str(error.get("ename", "")),
+                         "evalue": str(error.get("evalue", "")), "traceback": lines})  # fmt: skip
+    text = f"{shown}\n\nthe cell that raised it (cell {cell_id}):\n{fence(source, 'python')}"
+    return ContextItem("error", str(error.get("ename") or "Error")[:80],
+                       cut_scrubbed(text, lambda whole: fit(whole, BUDGET)))  # fmt: skip
+
+
+def named_variables(source: str, namespace: dict[str, Any]) -> list[str]:
+    """The data the cell names (no module, function or class), in order, at most a few."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    found = sorted((node.lineno, node.col_offset, node.id) for node in ast.walk(tree)
+                   if isinstance(node, ast.Name))  # fmt: skip
+    names: list[str] = []
+    for _, _, name in found:
+        if name in names or name not in namespace or name.startswith("_") or \
+                hasattr(builtins, name):  # fmt: skip
+            continue
+        value = namespace[name]
+        if not (inspect.ismodule(value) or callable(value)):
+            names.append(name)
+    return names[:MAX_VARIABLES]
+
+
+def help_with_error(action: str, path: str, cell_id: str, source: str,
+                    error: dict[str, Any]) -> None:  # fmt: skip
+    """Explain the cell's error, or propose its fix, in the side panel (as the page asked)."""
+    if action not in ACTIONS:
+        raise InputError(f"{action!r} is not one of {', '.join(ACTIONS)}")
+    if not isinstance(error, dict) or not isinstance(source, str):
+        raise InputError("the cell's error did not come with its source and traceback")
+    from IPython import get_ipython
+
+    from .._loaded import chat_of
+    from ..panel._side import open_from_lab
+    from .tools import Notebook
+
+    shell = get_ipython()
+    chat_of(shell)  # loads the magics, whose settings the panel asks with
+    panel = open_from_lab(path)
+    context = [error_context(cell_id, source, error)]
+    if action == "explain":
+        panel.ask(EXPLAIN, context=context, mode="chat")
+        return
+    reader = Notebook(shell)
+    context += [reader.describe(name) for name in named_variables(source, shell.user_ns)]
+    saved = None if panel.thread_id is None else \
+        (panel.chat.store.get(panel.thread_id).settings or {}).get("mode")  # fmt: skip
+    mode = panel.mode if panel.mode in MODES else saved if saved in MODES else "ask"
+    panel.ask(fix_question(cell_id), context=context, mode=mode)
