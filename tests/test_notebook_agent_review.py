@@ -294,3 +294,47 @@ def test_the_panel_leaves_the_plan_mode_once_its_plan_is_approved(ip, nb, server
     assert prompt.is_answered and panel.mode == "ask"
     assert "Starting." in panel.messages[-1]["html"]
     assert "→ <strong>approved</strong>" in panel.messages[-1]["html"]
+
+
+# -- --fix as a proposal, --explain ------------------------------------------------------------
+
+FAILING = 'sales = {"revenue": 10}\nsales["revenu"]\n'
+
+
+def test_fix_proposes_the_corrected_cell_where_the_notebook_holds_it(run, nb, server):
+    from notebook_helpers import notebook
+
+    notebook(nb, THREE, FAILING)
+    server.script(
+        Reply(tool_calls=[("edit_cell", {"cell_id": "c1", "why": "The key is revenue.",
+                                         "source": FAILING.replace("revenu\"", "revenue\"")})],
+              when="Fix cell c1"),
+        Reply("Fixed the key.", after_tool="edit_cell"),
+    )
+    assert run(FAILING).result.error_in_exec is not None  # the KeyError, as the cell raised it
+    ran = run("%chat --fix")
+    assert ran.error is None, ran.err
+    sent = asked(server)[0]
+    assert "Propose the corrected cell with edit_cell (cell_id 'c1')" in \
+        sent.messages[-1]["content"]
+    assert "KeyError" in str(sent.messages) and "edit_cell" in offered(sent)
+    assert '      +sales["revenue"]\n' in ran.out  # the proposal, as a diff
+    assert source(nb, "c1") == FAILING  # nothing lands without a yes
+    assert run("%chat --answer accept").error is None
+    assert source(nb, "c1") == 'sales = {"revenue": 10}\nsales["revenue"]\n'
+
+
+def test_fix_of_a_cell_no_notebook_holds_puts_the_code_below_as_before(run, nb, server):
+    server.script(Reply("```python\nprint('fixed')\n```", when="Why does this fail"))
+    run("1 / 0")
+    ran = run("%chat --fix")
+    assert ran.error is None and "fixed" in ran.out
+    assert "edit_cell" not in offered(asked(server)[0])
+
+
+def test_explain_is_the_error_question(run, server):
+    server.script(Reply("Division by zero.", when="got the error below"))
+    run("1 / 0")
+    ran = run("%chat --explain")
+    assert ran.error is None and "Division by zero." in ran.out
+    assert "ZeroDivisionError" in asked(server)[0].messages[-1]["content"]

@@ -18,7 +18,8 @@ from .._loaded import asked
 if TYPE_CHECKING:
     from .magics import ChatMagics
 
-__all__ = ["current_mode", "leave_plan", "offer_undo", "set_mode", "undo", "watch_if_waiting"]
+__all__ = ["current_mode", "fix", "leave_plan", "offer_undo", "set_mode", "undo",
+           "watch_if_waiting"]
 
 
 def current_mode(magics: ChatMagics) -> str:
@@ -130,3 +131,38 @@ def watch_if_waiting(shell: Any) -> None:
         from ..notebook._page_proposals import watch_if_waiting as watch
 
         watch(shell)
+
+
+def fix(magics: ChatMagics, opts: Any, text: str) -> Any:
+    """``%chat --fix``: a proposal on the failing cell where a notebook holds it (as the page's
+    Fix asks); else, or for a model without tools, the corrected cell in a new cell below."""
+    from ..notebook._error_help import fix_question, named_variables
+    from ..notebook.tools import Notebook
+    from ._context import fix_context
+    from ._context import fix_question as code_question
+
+    error = fix_context(magics.shell, opts, magics.context_budget)
+    reader = Notebook(magics.shell)
+    source = reader.failing_source()
+    cell_id = _cell_holding(magics, source) if source is not None else None
+    if cell_id is None or magics.chat.llm.template_has_tools() is False:
+        opts.code = True
+        return magics._ask(code_question(text), opts, context=[error])
+    opts.agent = True
+    namespace = magics.shell.user_ns if magics.shell is not None else {}
+    named = [reader.describe(name) for name in named_variables(str(source), namespace)]
+    question = fix_question(cell_id) + (f"\n\n{text}" if text else "")
+    return magics._ask(question, opts, context=[error, *named])
+
+
+def _cell_holding(magics: ChatMagics, source: str) -> str | None:
+    """The id of the notebook's cell whose text is ``source`` (the failing cell), if any."""
+    from ...context.cell_tools import CannotEdit
+    from ..notebook._cells import LiveNotebook
+
+    try:
+        cells = LiveNotebook(file=magics.notebook).cells()
+    except CannotEdit:  # no page, no saved file: nowhere to propose it
+        return None
+    wanted = source.strip()
+    return next((cell.id for cell in cells if cell.source.strip() == wanted), None)

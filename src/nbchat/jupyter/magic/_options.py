@@ -47,14 +47,15 @@ _DECLARATIONS: tuple[Callable[[Any], Any], ...] = (
     argument("--no-interpolate", action="store_true", help="Send {braces} exactly as typed."),
     argument("--code", action="store_true",
              help="Put the answer's first code block into a new cell below."),
-    argument("--error", action="store_true",
+    argument("--error", "--explain", action="store_true",
              help="Ask about the last exception of this session (with its traceback)."),
     argument("--continue", dest="continue_", action="store_true",
              help="Ask the model to go on with its last answer (one cut at the token limit)."),
     argument_group("Context"),
     argument("--fix", action="store_true",
-             help="Attach the last exception, its traceback and the failing cell; the "
-                  "answer's code goes into a new cell below."),
+             help="Attach the last exception, its traceback and the failing cell: the fix is "
+                  "a proposal on that cell where the notebook holds it, else the answer's "
+                  "code goes into a new cell below."),
     argument("--figure", action="store_true", help="Attach the last figure as an image."),
     argument("--context-budget", type=int, metavar="TOKENS",
              help="At most this many tokens for each @name description (default 2000)."),

@@ -43,8 +43,6 @@ from ._context import (
     attached_context,
     code_to_next_cell,
     error_question,
-    fix_context,
-    fix_question,
     project_instructions,
     user_history,
 )
@@ -241,11 +239,6 @@ class ChatMagics(ChatSettings):
 
     def _cmd_error(self, opts: Any, text: str) -> RenderResult | None:
         return self._ask(error_question(self.shell, text, opts), opts, interpolated=True)
-
-    def _cmd_fix(self, opts: Any, text: str) -> RenderResult | None:
-        error = fix_context(self.shell, opts, self.context_budget)
-        opts.code = True
-        return self._ask(fix_question(text), opts, context=[error])
 
     def _cmd_continue(self, opts: Any, text: str) -> RenderResult | None:
         if text or opts.history is not None or opts.new:
@@ -450,7 +443,7 @@ HANDLERS: dict[str, Handler] = {
     "key": session.ask_key,
     "mcp": session.list_mcp,
     "error": ChatMagics._cmd_error,
-    "fix": ChatMagics._cmd_fix,
+    "fix": notebook_commands.fix,
     "continue": ChatMagics._cmd_continue,
     "set": ChatMagics._cmd_set,
     "new": ChatMagics._cmd_new,

@@ -160,6 +160,14 @@ class Notebook:
         item = cut_scrubbed(text, lambda whole: fit(whole, budget))
         return ContextItem("last_error", type(error).__name__, item)
 
+    def failing_source(self) -> str | None:
+        """The source of the input cell the last exception came from, if IPython knows it."""
+        error = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+        if error is None:
+            return None
+        cell = self._cell_of(getattr(sys, "last_traceback", None) or error.__traceback__)
+        return None if cell is None else cell[1]
+
     def _cell_of(self, tb: Any) -> tuple[int, str] | None:
         """(number, source) of the input cell a traceback passes through, if IPython knows it."""
         numbers = getattr(self.shell.compile, "_filename_map", {})
