@@ -14,7 +14,7 @@ import pytest
 
 from kernel_helpers import kernel_env, run_notebook
 from nbchat import Chat
-from nbchat.jupyter.notebook._error_help import error_context, fix_question, named_variables
+from nbchat.jupyter.notebook._cell_help import error_context, fix_question, named_variables
 from nbchat.testing import Reply
 
 SECRET = "sk-proj-Planted0123456789abcdef"
@@ -123,3 +123,37 @@ def test_fix_proposes_the_corrected_cell_and_explain_answers_in_the_panel(
     answers = [t.answer for thread in chat.threads()
                for t in chat.store.get(thread.id).turns]  # fmt: skip
     assert "The column is called revenue, not revenu." in answers
+
+
+@pytest.mark.kernel
+def test_a_question_asked_in_a_cell_is_answered_by_a_proposal_on_that_cell(
+    scripted_server, tmp_path, saved
+):
+    scripted_server.script(
+        Reply(tool_calls=[("edit_cell", {"cell_id": "typo", "why": "A function.", "source":
+                                         "def total(df):\n    return df['revenue'].sum()\n"})],
+              when="make this a function"),
+    )  # fmt: skip
+    env = kernel_env(tmp_path / "kernel", NBCHAT_BASE_URL=scripted_server.url,
+                     NBCHAT_MODEL="scripted-small", NBCHAT_STORE=str(tmp_path / "store"),
+                     NBCHAT_USER="ana", JPY_SESSION_NAME=str(saved))  # fmt: skip
+    before = saved.read_bytes()
+    asking = ("__import__('nbchat.jupyter.kernel_api', fromlist=['_']).ask_in_cell("
+              f"{str(saved)!r}, 'typo', {TYPO!r}, 'df[\"revenu\"]', 'make this a function')")
+    empty = ("__import__('nbchat.jupyter.kernel_api', fromlist=['_']).ask_in_cell("
+             f"{str(saved)!r}, 'typo', {TYPO!r}, '', '   ')")
+    notebook = run_notebook(["%load_ext nbchat", asking, empty], env, cwd=tmp_path,
+                            allow_errors=True)  # fmt: skip
+    assert "the question is empty" in json.dumps(notebook.cells[2].outputs)
+    (request,) = [r for r in scripted_server.chat_requests
+                  if "make this a function" in json.dumps(r.body)]  # fmt: skip
+    question = request.body["messages"][-1]["content"]
+    assert "This is about cell typo" in question and "the selected lines" in question
+    assert 'df[\\"revenu\\"]' in json.dumps(question) and "edit_cell" in json.dumps(request.body)
+    chat = Chat(base_url=scripted_server.url, store=env["NBCHAT_STORE"], user="ana")
+    (waiting,) = chat.pending_calls(None)
+    assert waiting.tool == "edit_cell" and waiting.prompt.extra["cell_id"] == "typo"
+    assert saved.read_bytes() == before
+    thread = chat.store.get(waiting.thread_id)
+    assert thread.settings["mode"] == "ask" and thread.turns[-1].query.startswith(
+        "make this a function")

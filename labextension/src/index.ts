@@ -3,7 +3,8 @@
  * (a left sidebar icon, a launcher tile, a palette command, a shortcut), and the
  * comm target through which that kernel may change its notebook, code
  * suggestions as ghost text, the Connect dialog (`connect.ts`), and Fix and
- * Explain under a cell's error (`errors.ts`).
+ * Explain under a cell's error (`errors.ts`), and a question asked in a cell
+ * (`ask.ts`, Ctrl/⌘+I in its editor).
  */
 import { ILabShell, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICommandPalette, Notification } from '@jupyterlab/apputils';
@@ -14,6 +15,7 @@ import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
+import { ASK_COMMAND, openAskBox } from './ask';
 import { CommTargets } from './bridge';
 import { registerSuggestions } from './completion';
 import { CONNECT_EVENT, plugIcon, showConnect } from './connect';
@@ -130,6 +132,19 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     });
 
+    app.commands.addCommand(ASK_COMMAND, {
+      label: 'nbchat: Ask in this cell\u2026',
+      caption: 'Ask about the active cell (or its selected lines); the answer is a proposal on the cell',
+      isEnabled: () => !!notebooks.currentWidget?.content.activeCell,
+      execute: () => {
+        const panel = notebooks.currentWidget;
+        if (panel) {
+          openAskBox(panel);
+        }
+      }
+    });
+    app.contextMenu.addItem({ command: ASK_COMMAND, selector: '.jp-Notebook .jp-Cell', rank: 40 });
+
     app.commands.addCommand(CONNECT_COMMAND, {
       label: args => (args.isLauncher ? 'Connect a model' : 'nbchat: Connect a model\u2026'),
       caption: 'Connect a model endpoint once: its key is kept by the Jupyter server, for every new kernel',
@@ -144,6 +159,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     palette?.addItem({ command: COMMAND, category: 'nbchat' });
     palette?.addItem({ command: CONNECT_COMMAND, category: 'nbchat' });
+    palette?.addItem({ command: ASK_COMMAND, category: 'nbchat' });
     launcher?.add({ command: COMMAND, category: 'Other', rank: 50, args: { isLauncher: true } });
     launcher?.add({ command: CONNECT_COMMAND, category: 'Other', rank: 51, args: { isLauncher: true } });
     if (labShell) {

@@ -68,6 +68,7 @@ export class ProposalsView {
   private send: Send | null = null;
   private readonly bar: TurnBar;
   private scheduled = false;
+  private focusCell: string | null = null; // the next proposal on it takes the keyboard
 
   static for(panel: NotebookPanel): ProposalsView {
     let view = VIEWS.get(panel);
@@ -117,10 +118,20 @@ export class ProposalsView {
       if (drawing) {
         drawing.enable(); // an answer that did not land (a stale proposal) may be given again
       } else {
-        this.drawn.set(key, new Drawing(proposal, this.panel, value => this.answer(proposal, value)));
+        const made = new Drawing(proposal, this.panel, value => this.answer(proposal, value));
+        this.drawn.set(key, made);
+        if (proposal.cell_id && proposal.cell_id === this.focusCell) {
+          this.focusCell = null;
+          requestAnimationFrame(() => made.focus());
+        }
       }
     }
     this.render();
+  }
+
+  /** The next proposal drawn on cell `cellId` takes the keyboard (asked in that cell). */
+  focusNext(cellId: string): void {
+    this.focusCell = cellId;
   }
 
   clear(): void {
@@ -248,7 +259,31 @@ class Drawing {
     widget.node.dataset.nbchatTool = this.proposal.tool;
     // The notebook would take a press here for a cell selection or a drag.
     widget.node.addEventListener('mousedown', event => event.stopPropagation());
+    // Focused (asked in its cell, or tabbed to): Enter or Tab accepts, Escape rejects.
+    widget.node.tabIndex = 0;
+    widget.node.addEventListener('keydown', event => this.onKey(event, widget));
     return widget;
+  }
+
+  private onKey(event: KeyboardEvent, widget: Widget): void {
+    const name = event.key === 'Escape' ? '.nbchat-reject' : event.key === 'Enter' || event.key === 'Tab' ? '.nbchat-accept' : null;
+    if (!name || event.isComposing || event.shiftKey || event.altKey || event.ctrlKey || event.metaKey) {
+      return;
+    }
+    if (event.key === 'Enter' && (event.target as HTMLElement).tagName === 'BUTTON') {
+      return; // the button's own Enter clicks it
+    }
+    event.preventDefault();
+    event.stopPropagation(); // not the notebook's command mode keys
+    widget.node.querySelector<HTMLButtonElement>(`.nbchat-proposal-actions ${name}`)?.click();
+  }
+
+  /** Give the keyboard to the first part of the drawing (its cell's proposal). */
+  focus(): void {
+    const widget = this.parts[0]?.widget;
+    if (widget && !widget.isDisposed && widget.isAttached) {
+      widget.node.focus({ preventScroll: false });
+    }
   }
 
   /** Attach each part to its cell (once the cell is rendered); `later` when one is not yet. */

@@ -16,7 +16,8 @@ CONNECTIONS_TEST_ROUTE = "nbchat/connections/test"  # list an endpoint's models 
 CONNECTIONS_CHOICE_ROUTE = "nbchat/connections/choice"  # the chat's and suggestions' models
 CONNECT_EVENT = "nbchat:connect"  # the DOM event on document that opens the Connect dialog
 KERNEL_API = "nbchat.jupyter.kernel_api"
-KERNEL_CALLS = ("variables_text", "describe_text", "wake", "open_from_lab", "help_with_error")
+KERNEL_CALLS = ("variables_text", "describe_text", "wake", "open_from_lab", "help_with_error",
+                "ask_in_cell")
 
 
 def kernel_call(name: str, *args: object) -> str:

@@ -4,7 +4,8 @@ The Jupyter Server extension calls :func:`variables_text` and
 :func:`describe_text` for outside agents' reads and code suggestions, and
 :func:`wake` when an agent's call waits for the notebook; the lab extension
 calls :func:`open_from_lab` to open the chat panel beside it, and
-:func:`help_with_error` for the Fix and Explain buttons under a traceback. Each is sent as
+:func:`help_with_error` for the Fix and Explain buttons under a traceback,
+:func:`ask_in_cell` for the question typed in a cell's box (Ctrl/⌘+I). Each is sent as
 the expression :func:`nbchat.base._across.kernel_call` builds, silently and
 outside the notebook's history. Each imports only what it uses.
 """
@@ -49,6 +50,13 @@ def open_from_lab(path: str = "") -> None:
 def help_with_error(action: str, path: str, cell_id: str, source: str,
                     error: dict[str, Any]) -> None:  # fmt: skip
     """Fix (a proposal) or Explain a cell's error, in the side panel, as the page asked."""
-    from .notebook._error_help import help_with_error as help_
+    from .notebook._cell_help import help_with_error as help_
 
     help_(action, path, cell_id, source, error)
+
+
+def ask_in_cell(path: str, cell_id: str, source: str, selection: str, question: str) -> None:
+    """Ask about a cell (or its selected lines) in the side panel; the answer, a proposal."""
+    from .notebook._cell_help import ask_in_cell as ask
+
+    ask(path, cell_id, source, selection, question)

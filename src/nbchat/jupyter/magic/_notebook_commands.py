@@ -136,7 +136,7 @@ def watch_if_waiting(shell: Any) -> None:
 def fix(magics: ChatMagics, opts: Any, text: str) -> Any:
     """``%chat --fix``: a proposal on the failing cell where a notebook holds it (as the page's
     Fix asks); else, or for a model without tools, the corrected cell in a new cell below."""
-    from ..notebook._error_help import fix_question, named_variables
+    from ..notebook._cell_help import fix_question, named_variables
     from ..notebook.tools import Notebook
     from ._context import fix_context
     from ._context import fix_question as code_question

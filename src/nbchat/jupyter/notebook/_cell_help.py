@@ -1,4 +1,5 @@
-"""*Fix* and *Explain* beside a cell's error in JupyterLab: the question goes to the side panel.
+"""Help where the person is: *Fix* and *Explain* under a cell's error, and a question asked in
+the cell (Ctrl/⌘+I); each goes to the side panel as a turn of its thread.
 
 The lab extension draws the two buttons under a traceback (in the page only,
 never in the saved notebook) and, on a click, runs :func:`help_with_error`
@@ -10,6 +11,10 @@ propose the corrected cell with ``edit_cell`` (or the earlier cell the cause is
 in), with the cell, the traceback and the variables the cell names as context,
 as ``%chat --fix`` has them: the change is a proposal that waits for a yes.
 Where no page can help, ``%chat --fix`` and ``%chat --explain`` do the same.
+
+:func:`ask_in_cell` is the one-line box on a cell: the person's question about
+the cell (or the lines selected in it), asked of the notebook agent with the
+cell as context, answered by a proposal on that cell alone.
 """
 
 from __future__ import annotations
@@ -26,11 +31,13 @@ from ...base.markup import fence
 from ...context.cell_tools import MODES
 from ...context.notebook import output_text
 
-__all__ = ["ACTIONS", "error_context", "fix_question", "help_with_error"]
+__all__ = ["ACTIONS", "ask_in_cell", "cell_question", "error_context", "fix_question",
+           "help_with_error"]
 
 ACTIONS = ("fix", "explain")
 EXPLAIN = "Explain briefly what went wrong in this cell and how to fix it."
 MAX_VARIABLES = 3
+MAX_QUESTION = 4000  # characters of a question typed in a cell's box
 BUDGET = 2000  # tokens of the error and its cell
 
 
@@ -71,6 +78,52 @@ def named_variables(source: str, namespace: dict[str, Any]) -> list[str]:
     return names[:MAX_VARIABLES]
 
 
+def cell_question(question: str, cell_id: str, selection: str) -> str:
+    """The question asked in a cell's box: answered by a proposal on that cell only."""
+    part = "the selected lines of the cell (in the context) and only them" if selection else \
+        "the cell"  # fmt: skip
+    return (f"{question}\n\nThis is about cell {cell_id}. Answer by proposing the change with "
+            f"edit_cell (cell_id {cell_id!r}), changing {part}; keep the rest of the cell as "
+            "it is, and change no other cell. Do not run anything.")  # fmt: skip
+
+
+def cell_context(cell_id: str, source: str, selection: str) -> ContextItem:
+    """The cell's source (and the selection in it), scrubbed, then bounded."""
+    text = f"cell {cell_id}:\n{fence(source, 'python')}"
+    if selection:
+        text += f"\n\nthe selected lines:\n{fence(selection, 'python')}"
+    return ContextItem("cell", cell_id[:80], cut_scrubbed(text, lambda whole: fit(whole, BUDGET)))
+
+
+def ask_in_cell(path: str, cell_id: str, source: str, selection: str, question: str) -> None:
+    """Ask ``question`` about the cell in the side panel; the answer, a proposal on the cell."""
+    if not all(isinstance(v, str) for v in (cell_id, source, selection, question)):
+        raise InputError("the cell's question came without its cell, source or selection")
+    question = " ".join(question.split())[:MAX_QUESTION]
+    if not question:
+        raise InputError("the question is empty; type what the cell should do, then Enter")
+    panel = _side_panel(path)
+    panel.ask(cell_question(question, cell_id, selection),
+              context=[cell_context(cell_id, source, selection)], mode=_agent_mode(panel))
+
+
+def _side_panel(path: str) -> Any:
+    from IPython import get_ipython
+
+    from .._loaded import chat_of
+    from ..panel._side import open_from_lab
+
+    chat_of(get_ipython())  # loads the magics, whose settings the panel asks with
+    return open_from_lab(path)
+
+
+def _agent_mode(panel: Any) -> str:
+    """The panel's notebook-agent mode, else the thread's, else ``ask``."""
+    saved = None if panel.thread_id is None else \
+        (panel.chat.store.get(panel.thread_id).settings or {}).get("mode")  # fmt: skip
+    return str(panel.mode if panel.mode in MODES else saved if saved in MODES else "ask")
+
+
 def help_with_error(action: str, path: str, cell_id: str, source: str,
                     error: dict[str, Any]) -> None:  # fmt: skip
     """Explain the cell's error, or propose its fix, in the side panel (as the page asked)."""
@@ -80,20 +133,14 @@ def help_with_error(action: str, path: str, cell_id: str, source: str,
         raise InputError("the cell's error did not come with its source and traceback")
     from IPython import get_ipython
 
-    from .._loaded import chat_of
-    from ..panel._side import open_from_lab
     from .tools import Notebook
 
-    shell = get_ipython()
-    chat_of(shell)  # loads the magics, whose settings the panel asks with
-    panel = open_from_lab(path)
+    panel = _side_panel(path)
     context = [error_context(cell_id, source, error)]
     if action == "explain":
         panel.ask(EXPLAIN, context=context, mode="chat")
         return
-    reader = Notebook(shell)
-    context += [reader.describe(name) for name in named_variables(source, shell.user_ns)]
-    saved = None if panel.thread_id is None else \
-        (panel.chat.store.get(panel.thread_id).settings or {}).get("mode")  # fmt: skip
-    mode = panel.mode if panel.mode in MODES else saved if saved in MODES else "ask"
-    panel.ask(fix_question(cell_id), context=context, mode=mode)
+    reader = Notebook(get_ipython())
+    namespace = reader.shell.user_ns
+    context += [reader.describe(name) for name in named_variables(source, namespace)]
+    panel.ask(fix_question(cell_id), context=context, mode=_agent_mode(panel))
