@@ -25,6 +25,7 @@ tag that could close or open one of nbchat's blocks around it.
 from __future__ import annotations
 
 import ast
+import linecache
 import sys
 import traceback
 import types
@@ -173,9 +174,14 @@ class Notebook:
         numbers = getattr(self.shell.compile, "_filename_map", {})
         cells = self.shell.user_ns.get("In") or []
         while tb is not None:
-            number = numbers.get(tb.tb_frame.f_code.co_filename)
+            filename = tb.tb_frame.f_code.co_filename
+            number = numbers.get(filename)
             if isinstance(number, int) and 0 < number < len(cells):
                 return number, cells[number]
+            if isinstance(number, int):  # run without history (nbval): the cell's own lines
+                lines = linecache.getlines(filename)
+                if lines:
+                    return number, "".join(lines)
             tb = tb.tb_next
         return None
 
