@@ -19,6 +19,50 @@ import { ProposalsView } from './proposals';
 
 export const ASK_COMMAND = 'nbchat:ask-in-cell';
 const BOXES = new WeakMap<Cell, AskBox>();
+const IN_CELL_EDITOR = '.jp-Notebook.jp-mod-editMode .jp-Cell.jp-mod-active .jp-InputArea-editor';
+
+/** A shortcut's keys as JupyterLab keeps them (`Ctrl I`, `Cmd Shift I`), and a key press. */
+function pressed(keys: string, event: KeyboardEvent): boolean {
+  const parts = keys.split(' ');
+  const key = parts.pop() ?? '';
+  const mods = new Set(parts);
+  return (
+    key.length === 1 &&
+    event.key.toUpperCase() === key.toUpperCase() &&
+    event.ctrlKey === mods.has('Ctrl') &&
+    event.metaKey === mods.has('Cmd') &&
+    event.altKey === mods.has('Alt') &&
+    event.shiftKey === mods.has('Shift')
+  );
+}
+
+/**
+ * The editor's own keymap takes Mod-i first (CodeMirror's selectParentSyntax, which
+ * also prevents the default, so JupyterLab never sees the key). In a cell's editor the
+ * shortcut bound to the command (Accel I unless changed in the Settings Editor) is
+ * caught on its way down instead, and runs the command once.
+ */
+export function catchAskKey(commands: {
+  keyBindings: readonly { command: string; keys: readonly string[] }[];
+  execute: (id: string) => Promise<unknown>;
+}): void {
+  document.addEventListener(
+    'keydown',
+    event => {
+      const target = event.target as Element | null;
+      if (event.defaultPrevented || event.isComposing || !target?.closest?.(IN_CELL_EDITOR)) {
+        return;
+      }
+      const ours = commands.keyBindings.filter(b => b.command === ASK_COMMAND && b.keys.length === 1);
+      if (ours.some(b => pressed(b.keys[0], event))) {
+        event.preventDefault();
+        event.stopPropagation();
+        void commands.execute(ASK_COMMAND);
+      }
+    },
+    true
+  );
+}
 
 /** The call the kernel runs for a question; each argument a JSON literal Python reads as is. */
 export function askCall(path: string, cellId: string, source: string, selection: string, question: string): string {

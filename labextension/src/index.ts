@@ -15,7 +15,7 @@ import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
-import { ASK_COMMAND, openAskBox } from './ask';
+import { ASK_COMMAND, catchAskKey, openAskBox } from './ask';
 import { CommTargets } from './bridge';
 import { registerSuggestions } from './completion';
 import { CONNECT_EVENT, plugIcon, showConnect } from './connect';
@@ -144,6 +144,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     });
     app.contextMenu.addItem({ command: ASK_COMMAND, selector: '.jp-Notebook .jp-Cell', rank: 40 });
+    catchAskKey(app.commands);
 
     app.commands.addCommand(CONNECT_COMMAND, {
       label: args => (args.isLauncher ? 'Connect a model' : 'nbchat: Connect a model\u2026'),
