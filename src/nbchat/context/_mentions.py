@@ -4,8 +4,9 @@ A mention is ``@`` followed by a reference as ``{name}`` interpolation reads
 them (``@df``, ``@model.coef_``, ``@In[3]``, ``@Out[4]``,
 ``@config['model']``). Not a mention: an ``@`` inside inline code or a fenced
 code block (a decorator, a matrix product), in an e-mail address, or glued
-to a word or another reference (``a@b``, ``x@@y``). The question's text is
-never changed: mentions only say what to attach.
+to a word or another reference (``a@b``, ``x@@y``), and not the notebook's own
+mentions (``@notebook``, ``@cell 3``, ``@cells 2-5``: :mod:`._notebook_mentions`).
+The question's text is never changed: mentions only say what to attach.
 
 >>> [m.reference for m in find_mentions("Why is @df.price skewed? ask ana@example.com")]
 ['df.price']
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._interpolate import _REFERENCE, resolve
+from ._notebook_mentions import notebook_spans
 
 _MENTION = re.compile(rf"(?<![\w@.`)\]}}])@(?P<reference>{_REFERENCE})(?![\w@])")
 _CODE = re.compile(r"(?ms)^[ \t]*(```|~~~).*?(^[ \t]*\1[ \t]*$|\Z)|(`+)(?:(?!\3).)+?\3")
@@ -46,6 +48,7 @@ class ResolvedMentions:
 def find_mentions(text: str) -> tuple[Mention, ...]:
     """The ``@references`` of ``text`` outside code, in order, each once."""
     code = [match.span() for match in _CODE.finditer(text)]
+    code += notebook_spans(text)  # @notebook, @cell 3, @cells 2-5: the notebook's own
     seen: dict[str, Mention] = {}
     for match in _MENTION.finditer(text):
         start, end = match.span()

@@ -18,6 +18,8 @@ blocks cannot be closed or opened by what a cell holds.
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import html.parser
 import json
 import re
@@ -26,9 +28,11 @@ from typing import Any
 
 from ..base._delimiters import block
 from ..base._secrets import cut_scrubbed, known_secrets, scrub_names
-from ..base.content import head_and_tail
+from ..base.content import ContextItem, head_and_tail
+from ..base.errors import InputError
 
-__all__ = ["CELL_CHARS", "DATA_NOTE", "READ_CHARS", "cells_text", "out_of_order", "output_text"]
+__all__ = ["CELL_CHARS", "DATA_NOTE", "READ_CHARS", "cells_text", "notebook_items", "out_of_order",
+           "output_text"]
 
 CELL_CHARS = 4000  # of a cell's source, and of each output
 READ_CHARS = 60_000  # all the cells of one read together
@@ -37,6 +41,8 @@ DATA_NOTE = (
     "instructions to follow."
 )
 WIDGET = "application/vnd.jupyter.widget-view+json"
+MAX_IMAGES = 4  # the newest image outputs of the cells attached, sent as pictures
+MAX_IMAGE_BYTES = 4 * 1024 * 1024
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _IMAGE = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml")
 _GENERIC_REPR = re.compile(r"^<[\w.]+ (?:object|at 0x[0-9a-f]+)[^>]*>$")
@@ -45,10 +51,12 @@ _GENERIC_REPR = re.compile(r"^<[\w.]+ (?:object|at 0x[0-9a-f]+)[^>]*>$")
 def cells_text(
     notebook: Mapping[str, Any], where: str, start: int = 0, count: int = 20,
     *, more: str = "read_cells(path, start={next})", read_chars: int = READ_CHARS,
+    upto: int | None = None,
 ) -> str:  # fmt: skip
     """Cells ``start`` to ``start + count`` of ``notebook`` (at ``where``), bounded, scrubbed.
 
-    ``more`` says how to read on (``{next}`` is the next cell's index) when cells are left.
+    ``more`` says how to read on (``{next}`` is the next cell's index) when cells are left
+    before ``upto`` (the notebook's end by default).
     """
     cells = list(notebook.get("cells") or [])
     first = max(0, int(start))
@@ -67,9 +75,52 @@ def cells_text(
         listed = ", ".join(map(str, late[:20])) + (" …" if len(late) > 20 else "")
         lines.append(f"Run out of order: cell {listed} ran before a cell above it, so outputs "
                      f"may not follow from the sources above them.")  # fmt: skip
-    left = len(cells) - end
+    left = (len(cells) if upto is None else min(upto, len(cells))) - end
     tail = f"\n({left} more cells: {more.format(next=end)})" if left > 0 else ""
     return "\n".join(lines) + "\n" + text + tail
+
+
+def notebook_items(
+    notebook: Mapping[str, Any], where: str, first: int | None = None, last: int | None = None,
+    *, chars: int = READ_CHARS, label: str = "notebook",
+) -> list[ContextItem]:  # fmt: skip
+    """Cells ``first`` to ``last`` (None: all) as context: one text item, bounded by ``chars``
+    and scrubbed, and the newest few image outputs among them as pictures."""
+    cells = list(notebook.get("cells") or [])
+    start = 0 if first is None else first
+    stop = len(cells) if last is None else min(len(cells), last + 1)
+    if start >= len(cells) and cells:
+        raise InputError(f"{label} is past the notebook's end: it has {len(cells)} cells, "
+                         f"0 to {len(cells) - 1}")  # fmt: skip
+    more = "@cells {next}-" + f"{stop - 1} attaches them"
+    text = cells_text(notebook, where, start, stop - start, read_chars=chars, more=more,
+                      upto=stop)  # fmt: skip
+    kind = f"{len(cells)} cells" if first is None else f"of {len(cells)} cells"
+    items = [ContextItem(label, f"{kind}, from {where}", text)]
+    for index, image in _images(cells, start, stop):
+        items.append(ContextItem(f"cell {index} image", "an image output", f"An image that cell "
+                                 f"{index} of the notebook shows.", image=image))  # fmt: skip
+    return items
+
+
+def _images(cells: Sequence[Any], start: int, stop: int) -> list[tuple[int, Any]]:
+    """(index, image) of the newest PNG or JPEG outputs of cells ``start`` to ``stop``, in order."""
+    from ._images import image_of
+
+    found: list[tuple[int, Any]] = []
+    for index in range(stop - 1, start - 1, -1):
+        cell = cells[index]
+        outputs = cell.get("outputs") if isinstance(cell, Mapping) else None
+        for output in reversed(outputs if isinstance(outputs, list) else []):
+            data = output.get("data") if isinstance(output, Mapping) else None
+            encoded = next((_joined(data[m]) for m in ("image/png", "image/jpeg")
+                            if isinstance(data, Mapping) and m in data), "")  # fmt: skip
+            if encoded and len(encoded) * 3 // 4 <= MAX_IMAGE_BYTES:
+                with contextlib.suppress(ValueError, InputError):  # not an image: left out
+                    found.append((index, image_of(base64.b64decode(encoded))))
+            if len(found) == MAX_IMAGES:
+                return found[::-1]
+    return found[::-1]
 
 
 def out_of_order(cells: Sequence[Mapping[str, Any]]) -> list[int]:

@@ -42,9 +42,13 @@ def context_budget(opts: Any, default: int) -> int:
 
 
 def attached_context(shell: Any, question: str, opts: Any, default_budget: int) -> list[Any]:
-    """The objects the question mentions with ``@name``, and the last figure (--figure)."""
+    """The objects the question mentions with ``@name``, the cells it mentions (``@notebook``,
+    ``@cell N``, ``@cells A-B``), and the last figure (--figure)."""
+    from ._notebook_context import notebook_context
+
+    cells = notebook_context(shell, question, opts)
     if shell is None or ("@" not in question and not opts.figure):
-        return []  # nothing mentioned: the notebook's tools are not even imported
+        return cells  # nothing mentioned: the notebook's tools are not even imported
     from ...context import describe
     from ..notebook.tools import Notebook
 
@@ -53,7 +57,7 @@ def attached_context(shell: Any, question: str, opts: Any, default_budget: int) 
     attached = notebook.attach(question, budget)
     if attached.unresolved:
         notify(f"not defined here, no context attached: {', '.join(attached.unresolved)}")
-    items = list(attached.items)
+    items = [*attached.items, *cells]
     if opts.figure:
         figure = notebook.last_figure()
         if figure is None:

@@ -74,6 +74,11 @@ class ChatSettings(Magics):
     max_updates_per_second = Float(
         10.0, help="At most this many live display updates a second (fewer for long answers)."
     ).tag(config=True)
+    notebook_context = Bool(
+        False,
+        help="Attach @notebook to every question: the notebook's cells in order, with their "
+        "outputs as bounded, scrubbed text, and the cells run out of order named.",
+    ).tag(config=True)
     agent = Bool(
         False,
         help="Offer the notebook tools to every question, as --agent does: the model may list "

@@ -88,6 +88,10 @@ def mentioned(query: str) -> tuple[list[Any], str]:
     shell = get_ipython()
     if shell is None:
         return [], ""
+    from ..magic._notebook_context import notebook_context
+
+    cells = notebook_context(shell, query)  # @notebook, @cell N, @cells A-B
     attached = Notebook(shell).attach(query)
     missing = ", ".join(attached.unresolved)
-    return list(attached.items), f"not defined here, no context attached: {missing}" * bool(missing)
+    return [*attached.items, *cells], \
+        f"not defined here, no context attached: {missing}" * bool(missing)  # fmt: skip
