@@ -148,7 +148,7 @@ def test_at_notebook_sends_the_saved_file_and_says_so(run, saved, server):
     assert ran.error is None, ran.err
     assert "context: notebook (300 cells, from the saved notebook sales.ipynb" in ran.out
     sent = json.dumps(asked(server)[0].body)
-    assert "unsaved changes are not in it" in sent and "Run out of order: cell 10" in sent
+    assert "as last saved, without unsaved changes" in sent and "Run out of order: cell 10" in sent
     assert SECRET not in sent and "image_url" in sent
 
 

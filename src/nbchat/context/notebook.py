@@ -95,7 +95,8 @@ def notebook_items(
     more = "@cells {next}-" + f"{stop - 1} attaches them"
     text = cells_text(notebook, where, start, stop - start, read_chars=chars, more=more,
                       upto=stop)  # fmt: skip
-    kind = f"{len(cells)} cells" if first is None else f"of {len(cells)} cells"
+    count = f"{len(cells)} cell{'s' * (len(cells) != 1)}"
+    kind = count if first is None else f"of {count}"
     items = [ContextItem(label, f"{kind}, from {where}", text)]
     for index, image in _images(cells, start, stop):
         items.append(ContextItem(f"cell {index} image", "an image output", f"An image that cell "

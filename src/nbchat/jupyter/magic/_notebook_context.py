@@ -3,7 +3,7 @@
 
 The cells come from the page's live copy (the notebook open in JupyterLab on
 this kernel), else the session's saved file, or ``ChatMagics.notebook``; read
-from a file, the context says that unsaved changes are not in it. With no
+from a file, the context says it is the file as last saved. With no
 notebook at all, one line says so and nothing is attached.
 """
 
@@ -48,7 +48,7 @@ def notebook_context(shell: Any, question: str, opts: Any = None) -> list[Any]:
         return []
     where = live.where()
     if where.startswith("the saved notebook"):
-        where += " (as last saved: unsaved changes are not in it)"
+        where += " as last saved, without unsaved changes"
     budget = opts.context_budget if getattr(opts, "context_budget", None) else NOTEBOOK_BUDGET
     chars = int(budget) * CHARS_PER_TOKEN
     items: list[Any] = []
