@@ -40,6 +40,7 @@ def notebook_context(shell: Any, question: str, opts: Any = None) -> list[Any]:
     from ..notebook._cells import LiveNotebook
 
     live = LiveNotebook(file=str(getattr(loaded, "notebook", "") or ""))
+    live.attach()  # the page's live cells, for the questions after this one
     try:
         notebook = live.notebook()
     except CannotEdit as error:
