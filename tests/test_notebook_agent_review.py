@@ -338,3 +338,11 @@ def test_explain_is_the_error_question(run, server):
     ran = run("%chat --explain")
     assert ran.error is None and "Division by zero." in ran.out
     assert "ZeroDivisionError" in asked(server)[0].messages[-1]["content"]
+
+
+def test_a_plans_hidden_characters_are_marked_where_it_is_drawn():
+    from nbchat.context.plan import ProposePlan
+
+    prompt = ProposePlan(lambda: "plan").prompt({"steps": ["Name it abc\u202edcba\u200b"]})
+    assert "\u202e" not in prompt["markdown"] and "\\u202e" in prompt["markdown"]
+    assert "\u200b" not in prompt["markdown"]

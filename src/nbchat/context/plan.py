@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..base._secrets import scrub
+from ..base._visible import escape_hidden
 from ..base.errors import InvalidToolAnswer
 from ..base.records import PendingCall
 from ..tools import ClientTool
@@ -77,7 +78,8 @@ class ProposePlan(ClientTool):
         plan = scrub(numbered(list(arguments.get("steps") or [])))
         why = scrub(str(arguments.get("why") or "").strip())[:500] or "The model proposes a plan."
         return {"kind": "choice", "question": why, "options": ["Approve", "Reject"],
-                "markdown": f"**The plan** (nothing changes until you approve it):\n\n{plan}",
+                "markdown": "**The plan** (nothing changes until you approve it):\n\n"
+                            + escape_hidden(plan),
                 "view": "plan", "plan": plan}  # fmt: skip
 
     def parse_answer(self, call: PendingCall, response: object) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import ipywidgets as widgets
 from ...base import markup
 from ...base.errors import AlreadyAnswered, InputError, NoPendingCall, StaleProposal
 from ...context.run_code import shown_digest
+from .._loaded import turn_ended
 from ._widget_output import OutputHandle, shows_errors
 
 if TYPE_CHECKING:
@@ -135,11 +136,14 @@ class ToolPrompt(widgets.VBox):
         self._set_error("")
         self._lock(value, f"✓ {_shown(value)}")
         self._answer_callbacks(self, value)
-        if self._on_accepted is None:
-            for _ in events:
-                pass
-        else:
-            self._on_accepted(self, events)
+        try:
+            if self._on_accepted is None:
+                for _ in events:
+                    pass
+            else:
+                self._on_accepted(self, events)
+        finally:
+            turn_ended()  # the page redraws what still waits (this answer's proposal is gone)
 
     def _show_again(self) -> None:
         """Draw the call as the store now holds it (its prompt made again)."""

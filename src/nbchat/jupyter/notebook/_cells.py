@@ -183,7 +183,8 @@ def apply_change(notebook: dict[str, Any], change: dict[str, Any]) -> dict[str, 
 
 
 def _sent(bridge: NotebookBridge, change: dict[str, Any]) -> dict[str, Any]:
-    """Send the change to the page; off the main thread, wait for its reply."""
+    """Send the change to the page; on nbchat's own threads (the panel's answers), wait for
+    its reply."""
     replied = threading.Event()
     reply: dict[str, Any] = {}
 
@@ -192,8 +193,9 @@ def _sent(bridge: NotebookBridge, change: dict[str, Any]) -> dict[str, Any]:
         replied.set()
 
     bridge.request({**change, "strict": True}, done)
-    if threading.current_thread() is threading.main_thread():
-        # The page's reply reaches this kernel only once the running cell ends.
+    if not threading.current_thread().name.startswith("nbchat-"):
+        # The page's reply reaches this kernel only once the running cell (or the widget
+        # callback, on whichever thread the kernel runs it) ends; nbchat's own threads wait.
         return {"ok": True, "cell_id": change.get("cell_id"), "sent": True}
     if not replied.wait(PAGE_WAIT):
         return {"ok": True, "cell_id": change.get("cell_id"), "sent": True}
