@@ -163,7 +163,8 @@ class AskBox extends Widget {
     ProposalsView.for(this.panel).focusNext(cellId);
     const code = askCall(this.panel.context.path, cellId, this.cell.model.sharedModel.getSource(), this.selection, question);
     const future = kernel.requestExecute(
-      { code, silent: true, store_history: false, allow_stdin: false, stop_on_error: false },
+      // allow_stdin: a person asked, so the kernel streams the answer and stays free.
+    { code, silent: true, store_history: false, allow_stdin: true, stop_on_error: false },
       true
     );
     const content = (await future.done).content;

@@ -100,7 +100,8 @@ async function ask(panel: NotebookPanel, cell: CodeCell, action: Action): Promis
   }
   const code = helpCall(action, panel.context.path, cell.model.id, cell.model.sharedModel.getSource(), error);
   const future = kernel.requestExecute(
-    { code, silent: true, store_history: false, allow_stdin: false, stop_on_error: false },
+    // allow_stdin: a person asked, so the kernel streams the answer and stays free.
+    { code, silent: true, store_history: false, allow_stdin: true, stop_on_error: false },
     true
   );
   const reply = await future.done;

@@ -25,7 +25,7 @@ class Loaded(Protocol):
     def notebook_chat(self) -> Any:
         """The Chat that also offers the notebook tools, which answers their calls."""
 
-    def side_panel(self) -> Any:
+    def side_panel(self, *, focus: bool = True) -> Any:
         """The side panel on that Chat, following the magics' prices (as ``--panel --side``)."""
 
 

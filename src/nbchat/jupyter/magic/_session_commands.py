@@ -110,8 +110,9 @@ def open_panel(magics: ChatMagics, opts: Any, text: str) -> None:
     display(panel_for(magics, side=bool(opts.side or magics.panel_area == "side")))
 
 
-def panel_for(magics: ChatMagics, *, side: bool) -> Any:
-    """A panel on the magics' Chat that follows their prices; ``side``: in the side area."""
+def panel_for(magics: ChatMagics, *, side: bool, focus: bool = True) -> Any:
+    """A panel on the magics' Chat that follows their prices; ``side``: in the side area
+    (``focus``: with the keyboard, as opening it on purpose gives it)."""
     try:
         from ..panel._side import side_panel
         from ..panel.widget import ChatPanel
@@ -119,7 +120,7 @@ def panel_for(magics: ChatMagics, *, side: bool) -> Any:
         raise UsageError(f"the panel is not available: {err}; pip install nbchat") from err
     prices = dict(magics.prices) or None
     if side:
-        panel = side_panel(magics.chat, prices=prices)  # in a cell: a one-line note
+        panel = side_panel(magics.chat, prices=prices, focus=focus)  # in a cell: a note
     else:
         panel = ChatPanel(chat=magics.chat, prices=prices)
     magics.panels.add(panel)

@@ -92,9 +92,9 @@ class ChatMagics(ChatSettings):
         """The Chat that offers the notebook tools (``--agent``'s): it answers their calls."""
         return self.chats.with_notebook_tools()
 
-    def side_panel(self) -> Any:
+    def side_panel(self, *, focus: bool = True) -> Any:
         """The side panel on this Chat, as ``%chat --panel --side`` opens it (not displayed)."""
-        return session.panel_for(self, side=True)
+        return session.panel_for(self, side=True, focus=focus)
 
     def _forget_thread(self) -> None:
         self.thread_id = None

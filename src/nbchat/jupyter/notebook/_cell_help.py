@@ -114,7 +114,7 @@ def _side_panel(path: str) -> Any:
     from ..panel._side import open_from_lab
 
     chat_of(get_ipython())  # loads the magics, whose settings the panel asks with
-    return open_from_lab(path)
+    return open_from_lab(path, focus=False)  # the keyboard stays with the cell
 
 
 def _agent_mode(panel: Any) -> str:

@@ -54,13 +54,14 @@ def side_area_unavailable() -> str | None:
     return None
 
 
-def side_panel(chat: Chat | None = None, **kwargs: Any) -> ChatPanel:
+def side_panel(chat: Chat | None = None, *, focus: bool = True, **kwargs: Any) -> ChatPanel:
     """The kernel's chat panel, opened (or brought back) in JupyterLab's right side area.
 
     Returns the panel; in a cell it shows as a one-line note. Where there is
     no side area, prints why and returns a panel for the cell instead.
     ``kwargs`` are those of :class:`~nbchat.jupyter.panel.widget.ChatPanel`; a
-    ``thread_id`` selects that thread in the existing panel.
+    ``thread_id`` selects that thread in the existing panel. ``focus``: the panel takes
+    the keyboard (not when a question asked in a cell opens it: its answer lands there).
     """
     global _SIDE
     reason = side_area_unavailable()
@@ -82,7 +83,8 @@ def side_panel(chat: Chat | None = None, **kwargs: Any) -> ChatPanel:
     # give the one-line note a side panel shows in cells.
     car.outputs = (_view(panel),)
     _SIDE = _Side(panel, car)
-    panel.focus(steal=True)
+    if focus:
+        panel.focus(steal=True)
     return panel
 
 
@@ -117,7 +119,7 @@ def _view(widget: Any) -> dict[str, Any]:
     }
 
 
-def open_from_lab(path: str = "") -> ChatPanel:
+def open_from_lab(path: str = "", *, focus: bool = True) -> ChatPanel:
     """Open (or bring back) the kernel's side panel for JupyterLab's nbchat extension.
 
     What its sidebar icon, launcher tile, command and shortcut run, silently, in
@@ -133,7 +135,7 @@ def open_from_lab(path: str = "") -> ChatPanel:
     if path:
         _NOTEBOOK = path
     loaded = loaded_in(get_ipython())
-    return side_panel() if loaded is None else loaded.side_panel()
+    return side_panel(focus=focus) if loaded is None else loaded.side_panel(focus=focus)
 
 
 def _title() -> str:
