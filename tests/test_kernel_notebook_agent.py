@@ -92,19 +92,3 @@ def test_two_answers_from_the_page_land_the_change_once(scripted_server, env, sa
     assert [c["source"] for c in cells] == ["print('hi')\n", SOURCE]
     assert cells[0]["metadata"]["nbchat"]["thread"] == 1
 
-
-WATCHED = ("from nbchat.jupyter.notebook import _page_proposals as p\n"
-           "print('watched' if id(get_ipython()) in p._WATCHED else 'not watched')")
-
-
-def test_a_kernel_started_again_draws_the_proposals_still_waiting(scripted_server, env, saved,
-                                                                  tmp_path):  # fmt: skip
-    scripted_server.script(
-        Reply(tool_calls=[("edit_cell", {"cell_id": "loop", "source": PROPOSED,
-                                         "why": "Shorter."})], when="shorter"),
-    )
-    fresh = run_notebook(["%load_ext nbchat", "1 + 1", WATCHED], env, cwd=tmp_path)
-    assert "not watched" in texts(fresh.cells[2])  # nothing waits: nothing of this loads
-    run_notebook(["%load_ext nbchat", "%chat --agent make the loop shorter"], env, cwd=tmp_path)
-    again = run_notebook(["%load_ext nbchat", "1 + 1", WATCHED], env, cwd=tmp_path)
-    assert "watched" in texts(again.cells[2]) and "not" not in texts(again.cells[2])

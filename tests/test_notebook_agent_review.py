@@ -312,7 +312,7 @@ def test_fix_proposes_the_corrected_cell_where_the_notebook_holds_it(run, nb, se
         Reply("Fixed the key.", after_tool="edit_cell"),
     )
     assert run(FAILING).result.error_in_exec is not None  # the KeyError, as the cell raised it
-    ran = run("%chat --fix")
+    ran = run("%chat --fix --agent")
     assert ran.error is None, ran.err
     sent = asked(server)[0]
     assert "Propose the corrected cell with edit_cell (cell_id 'c1')" in \
@@ -324,12 +324,23 @@ def test_fix_proposes_the_corrected_cell_where_the_notebook_holds_it(run, nb, se
     assert source(nb, "c1") == 'sales = {"revenue": 10}\nsales["revenue"]\n'
 
 
+def test_fix_without_the_agent_puts_the_code_below_as_before(run, nb, server):
+    from notebook_helpers import notebook
+
+    notebook(nb, THREE, FAILING)  # the notebook holds the cell, but the agent is off
+    server.script(Reply("```python\nprint('fixed')\n```", when="Why does this fail"))
+    run(FAILING)
+    ran = run("%chat --fix")
+    assert ran.error is None and "fixed" in ran.out
+    assert "edit_cell" not in offered(asked(server)[0]) and source(nb, "c1") == FAILING
+
+
 def test_fix_of_a_cell_no_notebook_holds_puts_the_code_below_as_before(run, nb, server):
     server.script(Reply("```python\nprint('fixed')\n```", when="Why does this fail"))
     run("1 / 0")
-    ran = run("%chat --fix")
+    ran = run("%chat --fix --agent")
     assert ran.error is None and "fixed" in ran.out
-    assert "edit_cell" not in offered(asked(server)[0])
+    assert "Fix cell" not in asked(server)[0].messages[-1]["content"]  # the code question
 
 
 def test_explain_is_the_error_question(run, server):

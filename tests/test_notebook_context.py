@@ -236,7 +236,7 @@ def test_notebook_tools_read_the_notebook_and_run_through_the_shell(ip):
     tools = {t.name: t for t in notebook_tools(ip)}
     assert list(tools) == ["read_cells", "list_variables", "describe_variable", "read_cell",
                            "last_error", "insert_cell", "edit_cell", "delete_cell", "move_cell",
-                           "execute_cell", "run_code"]  # fmt: skip
+                           "execute_cell", "run_code", "propose_plan"]  # fmt: skip
     assert tools["list_variables"].run("{}") == "df: DataFrame 2×1"
     described = tools["describe_variable"].run('{"name": "df.a"}')
     assert described.startswith("pandas Series 'a': 2 values")

@@ -18,8 +18,7 @@ from .._loaded import asked
 if TYPE_CHECKING:
     from .magics import ChatMagics
 
-__all__ = ["current_mode", "fix", "leave_plan", "offer_undo", "set_mode", "undo",
-           "watch_if_waiting"]
+__all__ = ["current_mode", "fix", "leave_plan", "offer_undo", "set_mode", "undo"]
 
 
 def current_mode(magics: ChatMagics) -> str:
@@ -125,17 +124,10 @@ def _settings_of(magics: ChatMagics, result: Any) -> dict[str, Any]:
         return {}
 
 
-def watch_if_waiting(shell: Any) -> None:
-    """In a kernel started again, the page draws the proposals still waiting for it."""
-    if getattr(shell, "kernel", None) is not None:
-        from ..notebook._page_proposals import watch_if_waiting as watch
-
-        watch(shell)
-
-
 def fix(magics: ChatMagics, opts: Any, text: str) -> Any:
-    """``%chat --fix``: a proposal on the failing cell where a notebook holds it (as the page's
-    Fix asks); else, or for a model without tools, the corrected cell in a new cell below."""
+    """``%chat --fix``: with the notebook agent on (``--agent``, ``--mode``, ``ChatMagics.agent``
+    or a thread in an agent mode), a proposal on the failing cell where a notebook holds it,
+    as the page's Fix asks; else, or for a model without tools, the corrected cell below."""
     from ..notebook._cell_help import fix_question, named_variables
     from ..notebook.tools import Notebook
     from ._context import fix_context
@@ -144,7 +136,8 @@ def fix(magics: ChatMagics, opts: Any, text: str) -> Any:
     error = fix_context(magics.shell, opts, magics.context_budget)
     reader = Notebook(magics.shell)
     source = reader.failing_source()
-    cell_id = _cell_holding(magics, source) if source is not None else None
+    agent = bool(opts.agent or opts.mode or magics.agent) or _in_agent_mode(magics, opts)
+    cell_id = _cell_holding(magics, source) if source is not None and agent else None
     if cell_id is None or magics.chat.llm.template_has_tools() is False:
         opts.code = True
         return magics._ask(code_question(text), opts, context=[error])
@@ -153,6 +146,11 @@ def fix(magics: ChatMagics, opts: Any, text: str) -> Any:
     named = [reader.describe(name) for name in named_variables(str(source), namespace)]
     question = fix_question(cell_id) + (f"\n\n{text}" if text else "")
     return magics._ask(question, opts, context=[error, *named])
+
+
+def _in_agent_mode(magics: ChatMagics, opts: Any) -> bool:
+    thread = opts.thread if opts.thread is not None else magics.thread_id
+    return thread is not None and _saved_mode(magics.chat.store, thread) in MODES
 
 
 def _cell_holding(magics: ChatMagics, source: str) -> str | None:

@@ -53,9 +53,9 @@ _DECLARATIONS: tuple[Callable[[Any], Any], ...] = (
              help="Ask the model to go on with its last answer (one cut at the token limit)."),
     argument_group("Context"),
     argument("--fix", action="store_true",
-             help="Attach the last exception, its traceback and the failing cell: the fix is "
-                  "a proposal on that cell where the notebook holds it, else the answer's "
-                  "code goes into a new cell below."),
+             help="Attach the last exception, its traceback and the failing cell; the "
+                  "answer's code goes into a new cell below (with the notebook agent on, the "
+                  "fix is a proposal on that cell)."),
     argument("--figure", action="store_true", help="Attach the last figure as an image."),
     argument("--context-budget", type=int, metavar="TOKENS",
              help="At most this many tokens for each @name description (default 2000)."),

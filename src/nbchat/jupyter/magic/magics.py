@@ -466,7 +466,6 @@ def load(ipython: Any) -> None:
         loaded = ChatMagics(shell=ipython)
         ipython.register_magics(loaded)
     hand_over(ipython, loaded)
-    notebook_commands.watch_if_waiting(ipython)
     cleanup = ipython.input_transformers_cleanup
     # The auto-load startup file's stand-in hands over to the real transformer.
     name = protect_chat_questions.__name__

@@ -7,8 +7,7 @@ hello, after an answer). Each carries the cell, the base text, the proposed
 text and the chunks as :func:`nbchat.context.proposals.chunks` numbers them,
 with their offsets, so the page's diff has the chunks the kernel lands. The
 kernel starts telling once it has the notebook tools (the first ``--agent``
-question or answer to one), or, in a kernel started again, after its first
-cell if proposals wait for its notebook: a plain question loads none of this.
+question or answer to one): a plain question loads none of this.
 
 The page answers ``{"op": "answer", "thread", "call_id", "value"}`` (``value``
 as ``%chat --answer`` takes it: ``accept``, ``{"action": "accept", "chunks":
@@ -50,20 +49,6 @@ def watch(shell: Any) -> None:
     bridge = NotebookBridge.for_kernel()
     if bridge is not None:
         bridge.open()
-
-
-def watch_if_waiting(shell: Any) -> None:
-    """Once the first cell of a (restarted) kernel ran: watch if proposals wait for its page."""
-    if getattr(shell, "kernel", None) is None or not os.environ.get("JPY_SESSION_NAME"):
-        return
-
-    def first(result: Any) -> None:
-        shell.events.unregister("post_run_cell", first)
-        with contextlib.suppress(Exception):  # a damaged store must not break the first cell
-            if waiting(chat_of(shell)):
-                watch(shell)
-
-    shell.events.register("post_run_cell", first)
 
 
 def waiting(chat: Any) -> list[dict[str, Any]]:
