@@ -1,4 +1,4 @@
-"""A scripted OpenAI-, Ollama- and Anthropic-compatible chat server on loopback.
+"""A scripted OpenAI-, Ollama-, Anthropic- and Gemini-compatible chat server on loopback.
 
 The test double of nbchat's suite, the model behind the tutorial notebooks and
 the offline demo model. Standard library only, and independent of the rest of

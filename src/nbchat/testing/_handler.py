@@ -12,11 +12,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from ._anthropic import ANTHROPIC, Anthropic, openai_messages, request_problem
 from ._anthropic import prompt_tokens as anthropic_prompt_tokens
 from ._fim import FIM_CLASSES, FIM_PATHS, NOTHING, FimForm, fim_messages
+from ._gemini import GEMINI, METHODS, Gemini, is_gemini_path, path_method, path_model
+from ._gemini import MODELS as GEMINI_MODELS
+from ._gemini import openai_messages as gemini_messages
+from ._gemini import request_problem as gemini_problem
 from ._http import ClientGone, Connection, Stopped
 from ._protocols import OLLAMA, OPENAI, Ollama, OpenAI, count_prompt_tokens, dumps, ollama_name
 from ._record import AZURE_CHAT
@@ -27,7 +31,8 @@ from ._script import Reply, request_images
 
 _NO_FAULTS = Reply()
 
-Protocol = OpenAI | Ollama | Anthropic | Responses
+ChatProtocol = OpenAI | Ollama | Anthropic | Responses  # the model is in the body
+Protocol = ChatProtocol | Gemini
 
 
 class Handler(Connection):
@@ -52,9 +57,11 @@ class Handler(Connection):
         azure = AZURE_CHAT.match(path)
         if azure and isinstance(body, dict):
             body.setdefault("model", azure.group(1))  # the deployment is the model
-        view = {"messages": _openai_view(protocol, body)} if (
-            (protocol in (ANTHROPIC, RESPONSES) or isinstance(protocol, FIM_CLASSES))
+        view: dict[str, Any] = {"messages": _openai_view(protocol, body)} if (
+            (protocol in (ANTHROPIC, RESPONSES, GEMINI) or isinstance(protocol, FIM_CLASSES))
             and isinstance(body, dict)) else {}  # fmt: skip
+        if protocol is GEMINI:
+            view["model"] = path_model(path)  # the model is in the path, not the body
         self.record = owner._record(
             **view,
             method=self.command,
@@ -85,6 +92,8 @@ class Handler(Connection):
         if owner.api_key is not None and not self._has_key(owner.api_key, protocol, path):
             return self._send_json(401, protocol.error(401))
         request = (self.command, path)
+        if isinstance(protocol, Gemini):
+            return self._gemini(path, is_valid)
         if self.command == "POST" and isinstance(protocol, FIM_CLASSES):
             return self._fim(protocol, is_valid)
         if request == ("POST", protocol.chat_path) or (
@@ -114,14 +123,18 @@ class Handler(Connection):
         return self._send_json(404, protocol.not_found(self.command, path))
 
     def _has_key(self, key: str, protocol: Protocol, path: str) -> bool:
-        """Bearer everywhere; Anthropic's ``x-api-key`` and Azure's ``api-key`` where they apply."""
+        """Bearer everywhere; Anthropic's ``x-api-key``, Azure's ``api-key`` and Gemini's
+        ``x-goog-api-key`` (or ``?key=``) where they apply."""
         if self.headers.get("Authorization") == f"Bearer {key}":
             return True
         if protocol is ANTHROPIC:
             return self.headers.get("x-api-key") == key
+        if protocol is GEMINI:
+            query = parse_qs(urlsplit(self.path).query).get("key", [])
+            return self.headers.get("x-goog-api-key") == key or key in query
         return bool(AZURE_CHAT.match(path)) and self.headers.get("api-key") == key
 
-    def _chat(self, protocol: Protocol, is_valid: bool) -> None:
+    def _chat(self, protocol: ChatProtocol, is_valid: bool) -> None:
         owner = self.server.owner
         body = self.record.body
         if not is_valid or not isinstance(body, dict):
@@ -162,7 +175,47 @@ class Handler(Connection):
             return self._send_json(400, RESPONSES.error(400, problem))
         self._answer_chat(RESPONSES, body, {**body, "messages": self.record.messages})
 
-    def _answer_chat(self, protocol: Protocol, body: dict[str, Any], view: dict[str, Any]) -> None:
+    def _gemini(self, path: str, is_valid: bool) -> None:
+        """The Gemini API: the models list, ``countTokens``, and ``generateContent``,
+        whole or streamed, checked as the API checks it."""
+        owner = self.server.owner
+        listing = GEMINI_MODELS.match(path)
+        if self.command == "GET" and listing:
+            model = listing.group(2)
+            if model is None:
+                return self._send_json(200, GEMINI.models(owner.models))
+            if _is_known(model, owner.models, GEMINI):
+                return self._send_json(200, GEMINI.model_entry(model))
+            return self._send_json(404, GEMINI.unknown_model(model))
+        method, model = path_method(path), str(path_model(path))
+        if self.command != "POST" or method not in METHODS:
+            return self._send_json(404, GEMINI.not_found(self.command, path))
+        body = self.record.body
+        if not is_valid or not isinstance(body, dict):
+            return self._send_json(400, GEMINI.bad_json())
+        if not _is_known(model, owner.models, GEMINI):
+            return self._send_json(404, GEMINI.unknown_model(model))
+        if method == "countTokens":
+            return self._send_json(200, GEMINI.count_tokens(body))
+        problem = gemini_problem(body)
+        if problem is not None:
+            return self._send_json(400, GEMINI.error(400, problem))
+        refuses = owner.text_only_models and _is_known(model, owner.text_only_models, GEMINI)
+        if refuses and request_images(self.record.messages):
+            return self._send_json(400, GEMINI.no_images(model))
+        view = {**body, "messages": self.record.messages}
+        reply = owner._pick(view)
+        if self._plays_failure(reply, GEMINI.error):
+            return
+        answer = owner._answer(reply, view, model)
+        if method == "streamGenerateContent":
+            self._stream(reply or _NO_FAULTS, GEMINI.stream(answer, urlsplit(self.path).query))
+        else:
+            self._whole(reply or _NO_FAULTS, dumps(GEMINI.whole(answer)).encode())
+
+    def _answer_chat(
+        self, protocol: ChatProtocol, body: dict[str, Any], view: dict[str, Any]
+    ) -> None:
         """Answer ``body`` by the rule ``view`` (its conversation in OpenAI's shape) matches."""
         owner = self.server.owner
         model = str(body.get("model"))
@@ -232,9 +285,12 @@ def _protocol_of(path: str, headers: Any) -> Protocol:
     ``/beta/completions``, ``/v1/fim/completions``, ``/api/generate``); Ollama under
     ``/api``; Anthropic at ``/v1/messages`` or when the client names its version
     (``GET /v1/models`` is both Anthropic's and OpenAI's); OpenAI's Responses at
-    ``/v1/responses``; else OpenAI."""
+    ``/v1/responses``; Gemini at ``/v1beta/models`` and ``…/models/MODEL:method``;
+    else OpenAI."""
     if path in FIM_PATHS:
         return FIM_PATHS[path]
+    if is_gemini_path(path):
+        return GEMINI
     if path == "/" or path.startswith("/api/"):
         return OLLAMA
     if path == RESPONSES.chat_path:
@@ -247,6 +303,8 @@ def _protocol_of(path: str, headers: Any) -> Protocol:
 def _openai_view(protocol: Protocol, body: dict[str, Any]) -> list[dict[str, Any]]:
     if isinstance(protocol, FIM_CLASSES):
         return fim_messages(protocol, body)
+    if protocol is GEMINI:
+        return gemini_messages(body)
     return openai_messages(body) if protocol is ANTHROPIC else responses_messages(body)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from ._anthropic import ANTHROPIC
 from ._fim import FIM_PATHS
+from ._gemini import path_method
 from ._protocols import OLLAMA, OPENAI
 from ._script import request_images
 
@@ -21,6 +22,7 @@ AZURE_CHAT = re.compile(r"^/openai/deployments/([^/]+)/chat/completions$")
 # Body fields that are not generation options (the rest are, on the OpenAI wire).
 _NOT_OPTIONS = frozenset({"model", "messages", "stream", "stream_options", "tools"})
 _OLLAMA_FIELDS = ("format", "keep_alive", "think", "raw")  # options outside ``options``
+_GEMINI_NOT_OPTIONS = frozenset({"contents", "systemInstruction", "tools", "generationConfig"})
 # The text of a fill-in-the-middle request, not its options.
 _FIM_TEXT = frozenset({"prompt", "suffix", "input_prefix", "input_suffix", "input_extra"})
 
@@ -40,7 +42,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any
-    # "openai", "ollama", "anthropic", "responses", or a fill-in-the-middle form:
+    # "openai", "ollama", "anthropic", "responses", "gemini", or a fill-in-the-middle form:
     # "llama-infill", "openai-completions", "mistral-fim", "ollama-generate"
     protocol: str
     connection: tuple[str, int]  # the client's (host, port): same tuple, same connection
@@ -56,7 +58,8 @@ class RecordedRequest:
     def is_chat(self) -> bool:
         """Whether this is a chat request (any protocol, Azure's deployment paths too)."""
         path = self.path.split("?", 1)[0]
-        return path in CHAT_PATHS or AZURE_CHAT.match(path) is not None
+        gemini = path_method(path) in ("generateContent", "streamGenerateContent")
+        return path in CHAT_PATHS or gemini or AZURE_CHAT.match(path) is not None
 
     @property
     def is_fim(self) -> bool:
@@ -88,6 +91,8 @@ class RecordedRequest:
         and tools (``max_tokens``, ``temperature``, ``seed``, ``tool_choice``, …).
         Ollama: its ``options`` object plus ``format``, ``keep_alive``, ``think``.
         Anthropic: every body field but model, messages, stream, system and tools.
+        Gemini: its ``generationConfig`` plus every body field but contents,
+        systemInstruction, tools and generationConfig (``toolConfig``, ``safetySettings``).
         Fill-in-the-middle: the same, less the text (``prompt``, ``suffix``,
         ``input_prefix``, ``input_suffix``, ``input_extra``); Ollama's
         ``/api/generate`` adds ``raw``.
@@ -95,6 +100,10 @@ class RecordedRequest:
         body = self.body if isinstance(self.body, dict) else {}
         if self.protocol == "anthropic":
             return {k: v for k, v in body.items() if k not in _NOT_OPTIONS | {"system"}}
+        if self.protocol == "gemini":
+            found = dict(body.get("generationConfig") or {})
+            found.update({k: v for k, v in body.items() if k not in _GEMINI_NOT_OPTIONS})
+            return found
         if self.protocol in ("ollama", "ollama-generate"):
             found = dict(body.get("options") or {})
             found.update({k: body[k] for k in _OLLAMA_FIELDS if k in body})

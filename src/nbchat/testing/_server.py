@@ -31,7 +31,8 @@ class _Rule:
 
 
 class ScriptedServer:
-    """An OpenAI-, Ollama- and Anthropic-compatible chat server on loopback, driven by a script.
+    """An OpenAI-, Ollama-, Anthropic- and Gemini-compatible chat server on loopback, driven by a
+    script.
 
     Each chat request is answered by the first :class:`Reply` rule that
     matches it, or by the offline demo model's default answer. Every request
@@ -48,7 +49,8 @@ class ScriptedServer:
         Empty accepts every model name.
     api_key
         When set, every request must carry ``Authorization: Bearer <api_key>``
-        (Anthropic's ``x-api-key`` and Azure's ``api-key`` headers count too).
+        (Anthropic's ``x-api-key``, Azure's ``api-key`` and Gemini's
+        ``x-goog-api-key`` headers count too, and Gemini's ``?key=``).
     text_only_models
         Models that refuse a request carrying images (HTTP 400, as a text-only
         model behind a real server does); every other model accepts them.
@@ -214,7 +216,7 @@ class ScriptedServer:
         if isinstance(body, dict):
             messages = fields.get("messages", body.get("messages"))
             request.messages = messages if isinstance(messages, list) else []
-            model = body.get("model")
+            model = body.get("model", fields.get("model"))  # Gemini's is in the path
             request.model = model if isinstance(model, str) else None
         with self._changed:
             self._log.append(request)
