@@ -28,6 +28,7 @@ from nbchat.base.events import (
     ReplyFinished,
     TextDelta,
     ToolCall,
+    ToolCallDelta,
     ToolCallRequested,
     UsageReported,
 )
@@ -197,6 +198,7 @@ def test_a_truncated_tool_call_arrives_before_the_length_finish(scripted_server,
     scripted_server.script(Reply(tool_calls=[("f", '{"x": 1')], finish_reason="length"))
     events = reply_events(client_for(scripted_server, provider))
     assert events == [
+        *(ToolCallDelta(0, "call_1", "f", piece) for piece in ('{"x', '": ', "1")),  # as sent
         ToolCallRequested(ToolCall(id="call_1", name="f", arguments='{"x": 1')),
         ReplyFinished("length"),
     ]

@@ -14,7 +14,14 @@ from IPython.core.error import UsageError
 from nbchat import Chat, EndpointMismatch
 from nbchat.base.config import resolve
 from nbchat.base.errors import ConfigError
-from nbchat.base.events import ReplyFinished, ToolCall, ToolCallRequested, Usage, UsageReported
+from nbchat.base.events import (
+    ReplyFinished,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallRequested,
+    Usage,
+    UsageReported,
+)
 from nbchat.engine._usage import Price, parse_prices, thread_usage_line
 from nbchat.llm import LLMClient
 from nbchat.llm.openai import OpenAIProvider
@@ -84,6 +91,7 @@ GEMINI_TOOL_STREAM = (
 def test_geminis_tool_call_finishing_with_stop_is_still_a_call():
     events = list(OpenAIProvider().decode_stream([GEMINI_TOOL_STREAM]))
     assert [e for e in events if type(e) is not UsageReported] == [
+        ToolCallDelta(0, "function-call-1", "get_weather", '{"city":"Paris"}'),
         ToolCallRequested(ToolCall("function-call-1", "get_weather", '{"city":"Paris"}')),
         ReplyFinished("stop"),
     ]

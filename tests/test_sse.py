@@ -11,6 +11,7 @@ from nbchat.base.events import (
     ReplyFinished,
     TextDelta,
     ToolCall,
+    ToolCallDelta,
     ToolCallRequested,
     Usage,
     UsageReported,
@@ -105,6 +106,9 @@ def test_openai_stream_assembles_tool_calls_by_index():
     events = list(OpenAIProvider().decode_stream([body[:37], body[37:]]))
     assert events == [
         TextDelta("Let me check."),
+        ToolCallDelta(0, "a", "one", '{"x"'),  # each piece passed on as it comes, by index
+        ToolCallDelta(0, "a", "one", ": 1}"),
+        ToolCallDelta(1, "b", "two", "{}"),
         ToolCallRequested(ToolCall("a", "one", '{"x": 1}')),
         ToolCallRequested(ToolCall("b", "two", "{}")),
         UsageReported(Usage(3, 4)),

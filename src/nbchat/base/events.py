@@ -1,8 +1,8 @@
 """The facts a turn is made of, one frozen dataclass each.
 
-The LLM client yields ``TextDelta``, ``ToolCallRequested``, ``UsageReported`` and
-``ReplyFinished`` for one model reply. The chat engine re-yields the first three
-and adds the turn-level facts (``TurnStarted``, ``ToolResult``,
+The LLM client yields ``TextDelta``, ``ToolCallDelta``, ``ToolCallRequested``,
+``UsageReported`` and ``ReplyFinished`` for one model reply. The chat engine
+re-yields the first four and adds the turn-level facts (``TurnStarted``, ``ToolResult``,
 ``ToolCallPending``, ``TurnFinished``, ``TurnFailed``). The cell renderer, the
 panel and the terminal consumer all read the same stream.
 """
@@ -18,7 +18,7 @@ from .records import PendingCall, Prompt, ToolCall, Usage
 __all__ = [
     "ContextWindowed", "Event", "RanCode", "ReasoningBlock", "ReasoningDelta", "ReplyEvent",
     "ReplyFinished", "TextDelta",
-    "ToolCall", "ToolCallAbandoned",
+    "ToolCall", "ToolCallAbandoned", "ToolCallDelta",
     "ToolCallPending", "ToolCallRequested", "ToolResult", "TurnFailed", "TurnFinished",
     "TurnStarted", "TurnStatus", "Usage", "UsageReported",
 ]
@@ -51,6 +51,23 @@ class ReasoningBlock:
     """
 
     block: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """A piece of a tool call's arguments, as the model writes them.
+
+    Only for showing a call while it streams (a proposal growing on its cell):
+    ``arguments`` is the new piece of the arguments' JSON text, not the text so
+    far, and a consumer that has no use for it ignores it. The call itself, to
+    run or keep, is the ToolCallRequested that follows; a reply cut short has none.
+    ``call_id`` and ``name`` are as far as the endpoint has said them (may be empty).
+    """
+
+    index: int
+    call_id: str
+    name: str
+    arguments: str
 
 
 @dataclass(frozen=True)
@@ -201,12 +218,19 @@ class TurnFailed:
 
 
 ReplyEvent = (
-    TextDelta | ReasoningDelta | ReasoningBlock | ToolCallRequested | UsageReported | ReplyFinished
+    TextDelta
+    | ReasoningDelta
+    | ReasoningBlock
+    | ToolCallDelta
+    | ToolCallRequested
+    | UsageReported
+    | ReplyFinished
 )
 Event = (
     TextDelta
     | ReasoningDelta
     | ReasoningBlock
+    | ToolCallDelta
     | ToolCallRequested
     | UsageReported
     | ReplyFinished

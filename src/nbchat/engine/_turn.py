@@ -21,6 +21,7 @@ from ..base.events import (
     ReplyFinished,
     TextDelta,
     ToolCall,
+    ToolCallDelta,
     ToolCallPending,
     ToolCallRequested,
     ToolResult,
@@ -280,8 +281,13 @@ class _Turn:
                               room=room)  # fmt: skip
 
     def _note(self, event: Event, round_number: int, reply: _Reply) -> Iterator[Event]:
-        """Keep a reply event other than text: a call, reasoning, usage (passed on but blocks)."""
-        if type(event) is ToolCallRequested:
+        """Keep a reply event other than text: a call, reasoning, usage (passed on but blocks).
+
+        A call's pieces only pass on (to show it as it is written): the call is kept whole.
+        """
+        if type(event) is ToolCallDelta:
+            yield event
+        elif type(event) is ToolCallRequested:
             reply.calls.append(event.call)
             yield event
         elif type(event) is ReasoningDelta:

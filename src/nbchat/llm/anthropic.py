@@ -33,6 +33,7 @@ from ..base.events import (
     ReplyFinished,
     TextDelta,
     ToolCall,
+    ToolCallDelta,
     ToolCallRequested,
     Usage,
     UsageReported,
@@ -126,7 +127,8 @@ class AnthropicProvider:
                         if delta.get("text"):
                             yield TextDelta(delta["text"])
                         continue
-                    yield from _delta(blocks.get(event.get("index", 0)), delta)
+                    index = event.get("index", 0)
+                    yield from _delta(blocks.get(index), delta, index)
                 elif kind == "content_block_start":
                     block = dict(event.get("content_block") or {})
                     blocks[event.get("index", 0)] = block
@@ -350,13 +352,17 @@ def _object(arguments: Any) -> Any:
 # -- replies --------------------------------------------------------------------
 
 
-def _delta(block: dict[str, Any] | None, delta: dict[str, Any]) -> Iterator[ReplyEvent]:
-    """Keep a non-text delta with its block; thinking text is also shown as it comes."""
+def _delta(block: dict[str, Any] | None, delta: dict[str, Any], index: Any) -> Iterator[ReplyEvent]:
+    """Keep a non-text delta with its block; thinking text and call arguments also pass on."""
     if block is None:
         return
     kind = delta.get("type")
     if kind == "input_json_delta":
-        block.setdefault("_json", []).append(str(delta.get("partial_json") or ""))
+        piece = str(delta.get("partial_json") or "")
+        block.setdefault("_json", []).append(piece)
+        if piece and isinstance(index, int):
+            yield ToolCallDelta(index, str(block.get("id") or ""), str(block.get("name") or ""),
+                                piece)  # fmt: skip
     elif kind == "thinking_delta":
         piece = str(delta.get("thinking") or "")
         block["thinking"] = str(block.get("thinking") or "") + piece

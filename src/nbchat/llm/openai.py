@@ -21,6 +21,7 @@ from ..base.events import (
     ReplyFinished,
     TextDelta,
     ToolCall,
+    ToolCallDelta,
     ToolCallRequested,
     Usage,
     UsageReported,
@@ -95,7 +96,7 @@ class OpenAIProvider:
                         else:
                             yield from think.feed(content)
                     if delta.get("tool_calls"):
-                        calls.add(delta["tool_calls"])
+                        yield from calls.add(delta["tool_calls"])
                     if choice.get("finish_reason"):
                         finish = choice["finish_reason"]
                         yield from think.close()
@@ -198,12 +199,12 @@ def _message(obj: Any) -> str:
 
 
 class _ToolCallAssembler:
-    """Tool-call deltas, assembled by index into whole calls."""
+    """Tool-call deltas, assembled by index into whole calls; each piece passed on as it comes."""
 
     def __init__(self) -> None:
         self._parts: dict[int, dict[str, Any]] = {}
 
-    def add(self, deltas: list[dict[str, Any]]) -> None:
+    def add(self, deltas: list[dict[str, Any]]) -> Iterator[ToolCallDelta]:
         for position, delta in enumerate(deltas):
             index = delta.get("index", position)
             part = self._parts.setdefault(index, {"id": "", "name": "", "arguments": []})
@@ -215,9 +216,9 @@ class _ToolCallAssembler:
                 part["name"] += name
             arguments = function.get("arguments")
             if arguments:
-                part["arguments"].append(
-                    arguments if isinstance(arguments, str) else json.dumps(arguments)
-                )
+                piece = arguments if isinstance(arguments, str) else json.dumps(arguments)
+                part["arguments"].append(piece)
+                yield ToolCallDelta(index, part["id"], part["name"], piece)
 
     def flush(self) -> Iterator[ToolCallRequested]:
         parts, self._parts = self._parts, {}
