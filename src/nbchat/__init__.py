@@ -14,6 +14,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .base.errors import (
+    AgentError,
+    AgentGone,
     AgentRefused,
     AlreadyAnswered,
     AuthenticationError,
@@ -71,6 +73,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "LLM",
+    "AgentError",
+    "AgentGone",
     "AgentRefused",
     "AlreadyAnswered",
     "Answer",

@@ -37,6 +37,8 @@
     │   │   └── AlreadyAnswered        another answer to the call won the race
     │   └── McpServerError             an MCP server did not start, died or did not answer
     ├── AgentRefused (PermissionError)  an outside agent's request is refused; ``.status``
+    ├── AgentError                     a coding agent hosted in the chat: not installed, refused
+    │   └── AgentGone                  its process ended while a request of it waited
     ├── OverBudget                     a question's estimated cost would cross a budget
     └── TurnInterrupted                the user stopped a turn; the partial answer is kept
 
@@ -346,6 +348,14 @@ class McpServerError(ToolError):
         super().__init__(message)
         self.server = server
         self.log = log
+
+
+class AgentError(NbchatError):
+    """A coding agent hosted in the chat (ACP) is not installed, refused, or failed."""
+
+
+class AgentGone(AgentError):
+    """The agent whose request waited has ended; the request was answered as cancelled."""
 
 
 class AgentRefused(NbchatError, PermissionError):

@@ -74,6 +74,19 @@ class _Asking(_Engine):
     store: Store
     window: str | None = None  # "drop" or "summarize"; None: NBCHAT_WINDOW, else "drop"
 
+    def pending_calls(self, thread_id: int | None = None) -> list[PendingCall]:
+        """Client-tool calls waiting for an answer, in one thread or in all of them.
+
+        Stored calls are checked against their tool's schema: a damaged one
+        raises StoreCorrupt for its thread, and over all threads a thread that
+        cannot be read is left out, so the healthy ones still work. When none
+        waits, the first unreadable thread's StoreCorrupt is raised: the call
+        someone means to answer may be the damaged one.
+        """
+        if thread_id is not None:
+            return _pending.checked_waiting(self.store, self.toolbox, self.store.get(thread_id))
+        return _pending.all_waiting(self.store, self.toolbox)
+
     def preview(
         self,
         thread_id: int | None,

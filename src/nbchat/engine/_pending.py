@@ -14,9 +14,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 from ..base.errors import (
+    AgentError,
     AlreadyAnswered,
     InputError,
     InvalidToolArguments,
@@ -42,12 +44,51 @@ def is_outside(thread: Thread) -> bool:
     return isinstance((thread.settings or {}).get("outside"), dict)
 
 
+class Hosted(Protocol):
+    """What answers a hosted coding agent's requests (``nbchat.agents.acp.AcpHost``)."""
+
+    tool: ClientTool
+
+    def check(self, thread: Thread, call: PendingCall) -> None: ...
+
+    def resume(self, thread: Thread, call: PendingCall, result: ToolResult) -> Iterator[Event]: ...
+
+
+def answer_hosted(
+    store: Store, thread: Thread, call: PendingCall,
+    host: Hosted | Callable[[], Hosted | None] | None, response: object, context: ToolContext,
+) -> Iterator[Event]:
+    """Claim the answer to an agent's request now (once), then hand it to the agent.
+
+    AgentGone (the request closed as cancelled) when no agent waits on it any more.
+    """
+    hosted = host() if callable(host) else host
+    if hosted is None:
+        raise AgentError(f"thread {thread.id} is a coding agent's session, hosted by a kernel: "
+                         "answer its request in that notebook")  # fmt: skip
+    hosted.check(thread, call)
+    result, _ = claim_answer(store, thread, call, hosted.tool, response, context)
+    return hosted.resume(thread, call, result)
+
+
+def is_hosted(thread: Thread) -> bool:
+    """Whether ``thread`` is a coding agent's session hosted in the chat (ACP): no model."""
+    return isinstance((thread.settings or {}).get("acp"), dict)
+
+
 def check_not_outside(thread: Thread) -> None:
-    """InputError for a question asked in an outside agent's thread."""
+    """InputError for a question asked of the model in an outside agent's or an agent's thread."""
     if is_outside(thread):
         raise InputError(
             f"thread {thread.id} holds an outside agent's calls, not a conversation; "
             "ask in another thread (%chat -n QUESTION)"
+        )
+    if is_hosted(thread):
+        name = thread.settings["acp"].get("agent", "NAME")
+        raise InputError(
+            f"thread {thread.id} is a session of the agent {name!r}, which answers in it: "
+            f"%chat -t {thread.id} --with {name} QUESTION; ask nbchat's model in another "
+            "thread (%chat -n QUESTION)"
         )
 
 

@@ -33,7 +33,6 @@ from ..base.events import (
 )
 from ..base.options import TITLE_OPTIONS, check_options, merge_options
 from ..base.policy import Policy
-from ..base.records import PendingCall
 from ..context import as_items
 from ..llm import _endpoints
 from ..mcp.tools import Selection
@@ -100,6 +99,9 @@ class Chat(_Asking):
         ``"drop"`` (the default) leaves a long thread's oldest turns out of what
         is sent; ``"summarize"`` sends a summary of them instead (see
         :meth:`compact`); ``NBCHAT_WINDOW`` otherwise, and a thread's own setting wins.
+    hosted
+        The coding agents hosted in this process (``AcpHost``), or a function
+        giving it: an agent's request is claimed here, then handed to it.
     """
 
     def __init__(
@@ -121,6 +123,7 @@ class Chat(_Asking):
         kernel_budget: float | None = None,
         window: str | None = None,
         answering: Iterable[Any] | Callable[[], Iterable[Any]] = (),
+        hosted: _pending.Hosted | Callable[[], _pending.Hosted | None] | None = None,
     ) -> None:
         given = None if store is None or isinstance(store, str | os.PathLike) else store
         super().__init__(
@@ -135,6 +138,7 @@ class Chat(_Asking):
         )
         self._titles = TitleWorkers.shared(self.store)
         self.window = None if window is None else check_window(window)
+        self._hosted = hosted
 
     def __repr__(self) -> str:
         return f"Chat(user={self.store.user!r}, store={self.store.location()!r})"
@@ -418,19 +422,6 @@ class Chat(_Asking):
                                   over_budget)  # fmt: skip
 
     # -- client tools ----------------------------------------------------------
-    def pending_calls(self, thread_id: int | None = None) -> list[PendingCall]:
-        """Client-tool calls waiting for an answer, in one thread or in all of them.
-
-        Stored calls are checked against their tool's schema: a damaged one
-        raises StoreCorrupt for its thread, and over all threads a thread that
-        cannot be read is left out, so the healthy ones still work. When none
-        waits, the first unreadable thread's StoreCorrupt is raised: the call
-        someone means to answer may be the damaged one.
-        """
-        if thread_id is not None:
-            return _pending.checked_waiting(self.store, self.toolbox, self.store.get(thread_id))
-        return _pending.all_waiting(self.store, self.toolbox)
-
     def answer_tool_call(
         self, thread_id: int, response: object, *, call_id: str | None = None
     ) -> Answer:
@@ -455,6 +446,10 @@ class Chat(_Asking):
         """
         thread = self.store.get(thread_id)
         call = _pending.find_pending(thread, call_id)
+        if _pending.is_hosted(thread):  # claimed here, then the agent's turn goes on
+            context = ToolContext(self.user, thread.user, self.permissions, thread_id)
+            return Answer.streaming(_pending.answer_hosted(
+                self.store, thread, call, self._hosted, response, context))
         outside = _pending.is_outside(thread)
         if not outside:
             self._check_endpoint(thread)

@@ -107,43 +107,60 @@ class McpConfig:
         return tuple(self.servers) if self.enabled else ()
 
 
-def user_config_path() -> Path:
+@dataclass(frozen=True)
+class ConfigFiles:
+    """Which files and variables configure one kind of server (MCP servers, ACP agents)."""
+
+    name: str  # the file's name, user's and administrator's alike
+    key: str  # the object of servers by name in it
+    switch: str  # the administrator's key (and the environment's variable) that says "off"
+    env_switch: str
+    env_allow: str
+    env_admin: str
+    urls: bool = True  # whether a server may be a URL (HTTP) rather than a command
+
+
+MCP_FILES = ConfigFiles(CONFIG_NAME, "mcpServers", "mcp", ENV_MCP, ENV_MCP_ALLOW,
+                        ENV_MCP_ADMIN_CONFIG)  # fmt: skip
+
+
+def user_config_path(files: ConfigFiles = MCP_FILES) -> Path:
     """The user's ``mcp.json``: under the Jupyter config dir (``JUPYTER_CONFIG_DIR``)."""
     from jupyter_core.paths import jupyter_config_dir
 
-    return Path(jupyter_config_dir()) / "nbchat" / CONFIG_NAME
+    return Path(jupyter_config_dir()) / "nbchat" / files.name
 
 
-def admin_config_paths() -> list[Path]:
+def admin_config_paths(files: ConfigFiles = MCP_FILES) -> list[Path]:
     """Where the administrator's ``mcp.json`` may be, first found wins."""
-    named = os.environ.get(ENV_MCP_ADMIN_CONFIG, "").strip()
+    named = os.environ.get(files.env_admin, "").strip()
     if named:
         return [Path(named)]
     from jupyter_core.paths import SYSTEM_CONFIG_PATH
 
-    return [Path(folder) / "nbchat" / CONFIG_NAME for folder in SYSTEM_CONFIG_PATH]
+    return [Path(folder) / "nbchat" / files.name for folder in SYSTEM_CONFIG_PATH]
 
 
 _cache: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
 
 
-def load_config() -> McpConfig:
+def load_config(files: ConfigFiles = MCP_FILES) -> McpConfig:
     """The servers that may start now (files are read again when they change)."""
-    admin_path = next((path for path in admin_config_paths() if path.is_file()), None)
-    admin = _read(admin_path) if admin_path is not None else {}
-    user_path = user_config_path()
-    user = _read(user_path) if user_path.is_file() else {}
+    admin_path = next((path for path in admin_config_paths(files) if path.is_file()), None)
+    admin = _read(admin_path, files) if admin_path is not None else {}
+    user_path = user_config_path(files)
+    user = _read(user_path, files) if user_path.is_file() else {}
     off_by = ""
-    if os.environ.get(ENV_MCP, "").strip().lower() in _OFF:
-        off_by = f"{ENV_MCP}={os.environ[ENV_MCP].strip()}"
-    elif str(admin.get("mcp", "on")).strip().lower() in _OFF:
+    if os.environ.get(files.env_switch, "").strip().lower() in _OFF:
+        off_by = f"{files.env_switch}={os.environ[files.env_switch].strip()}"
+    elif str(admin.get(files.switch, "on")).strip().lower() in _OFF:
         off_by = f"the administrator's {admin_path}"
-    allowlists = _allowlists(admin, admin_path)
+    allowlists = _allowlists(admin, admin_path, files)
     servers: dict[str, ServerConfig] = {}
     refused: dict[str, str] = {}
     for path, data in ((user_path, user), (admin_path, admin)):  # the administrator's last: wins
-        for name, entry in _entries(data, path).items():
-            server = _server(name, entry, path)
+        for name, entry in _entries(data, path, files).items():
+            server = _server(name, entry, path, files)
             servers.pop(name, None)
             refused.pop(name, None)
             denied = [where for where, patterns in allowlists if not _allowed(server, patterns)]
@@ -154,7 +171,17 @@ def load_config() -> McpConfig:
     return McpConfig(servers, refused, not off_by, off_by)
 
 
-def _read(path: Path) -> dict[str, Any]:
+def refusal(target: str, files: ConfigFiles = MCP_FILES) -> str:
+    """Why the allowlists refuse ``target`` (a command line or a URL); "" when they allow it."""
+    admin_path = next((path for path in admin_config_paths(files) if path.is_file()), None)
+    admin = _read(admin_path, files) if admin_path is not None else {}
+    for where, patterns in _allowlists(admin, admin_path, files):
+        if not any(fnmatch.fnmatchcase(target, pattern) for pattern in patterns):
+            return f"{target!r} is not allowed by {where}"
+    return ""
+
+
+def _read(path: Path, files: ConfigFiles) -> dict[str, Any]:
     stat = path.stat()
     stamp = (stat.st_mtime_ns, stat.st_size)
     cached = _cache.get(path)
@@ -165,23 +192,25 @@ def _read(path: Path) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path} is not readable JSON ({exc}); fix or remove it") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a JSON object with \"mcpServers\"; fix it")
+        raise ConfigError(f"{path} must hold a JSON object with \"{files.key}\"; fix it")
     _cache[path] = (stamp, data)
     return data
 
 
-def _entries(data: Mapping[str, Any], path: Path | None) -> dict[str, Any]:
-    servers = data.get("mcpServers", {})
+def _entries(data: Mapping[str, Any], path: Path | None, files: ConfigFiles) -> dict[str, Any]:
+    servers = data.get(files.key, {})
     if not isinstance(servers, dict):
-        raise ConfigError(f"\"mcpServers\" in {path} must be an object of servers by name")
+        raise ConfigError(f"\"{files.key}\" in {path} must be an object of servers by name")
     return servers
 
 
-def _allowlists(admin: Mapping[str, Any], admin_path: Path | None) -> list[tuple[str, list[str]]]:
+def _allowlists(
+    admin: Mapping[str, Any], admin_path: Path | None, files: ConfigFiles
+) -> list[tuple[str, list[str]]]:
     lists: list[tuple[str, list[str]]] = []
-    env = os.environ.get(ENV_MCP_ALLOW, "").strip()
+    env = os.environ.get(files.env_allow, "").strip()
     if env:
-        lists.append((ENV_MCP_ALLOW, [p.strip() for p in env.split(",") if p.strip()]))
+        lists.append((files.env_allow, [p.strip() for p in env.split(",") if p.strip()]))
     if "allow" in admin:
         patterns = admin["allow"]
         if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
@@ -194,7 +223,7 @@ def _allowed(server: ServerConfig, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatchcase(server.target, pattern) for pattern in patterns)
 
 
-def _server(name: object, entry: object, path: Path | None) -> ServerConfig:
+def _server(name: object, entry: object, path: Path | None, files: ConfigFiles) -> ServerConfig:
     where = f"server {name!r} in {path}"
     if not isinstance(name, str) or not _SERVER_NAME.match(name) or len(name) > 30:
         raise ConfigError(
@@ -203,6 +232,8 @@ def _server(name: object, entry: object, path: Path | None) -> ServerConfig:
     if not isinstance(entry, dict):
         raise ConfigError(f"{where} must be an object with \"command\" or \"url\"")
     command, url = entry.get("command", ""), entry.get("url", "")
+    if not files.urls and (url or not command):
+        raise ConfigError(f"{where} needs a \"command\" (its program, spoken to over stdio)")
     if not isinstance(command, str) or not isinstance(url, str) or bool(command) == bool(url):
         raise ConfigError(f"{where} needs a \"command\" (stdio) or a \"url\" (HTTP), one of them")
     if url and not url.startswith(("http://", "https://")):
