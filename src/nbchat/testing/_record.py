@@ -14,9 +14,12 @@ from ._anthropic import ANTHROPIC
 from ._fim import FIM_PATHS
 from ._gemini import path_method
 from ._protocols import OLLAMA, OPENAI
+from ._responses import RESPONSES
 from ._script import request_images
 
-CHAT_PATHS = frozenset({OPENAI.chat_path, OLLAMA.chat_path, ANTHROPIC.chat_path})
+CHAT_PATHS = frozenset(
+    {OPENAI.chat_path, OLLAMA.chat_path, ANTHROPIC.chat_path, RESPONSES.chat_path}
+)
 # Azure OpenAI: /openai/deployments/DEPLOYMENT/chat/completions?api-version=…
 AZURE_CHAT = re.compile(r"^/openai/deployments/([^/]+)/chat/completions$")
 # Body fields that are not generation options (the rest are, on the OpenAI wire).
@@ -56,7 +59,8 @@ class RecordedRequest:
 
     @property
     def is_chat(self) -> bool:
-        """Whether this is a chat request (any protocol, Azure's deployment paths too)."""
+        """Whether this is a chat request (any protocol: Azure's deployment paths, OpenAI's
+        Responses and Gemini's generateContent too)."""
         path = self.path.split("?", 1)[0]
         gemini = path_method(path) in ("generateContent", "streamGenerateContent")
         return path in CHAT_PATHS or gemini or AZURE_CHAT.match(path) is not None

@@ -192,7 +192,7 @@ class ScriptedServer:
 
     @property
     def chat_requests(self) -> list[RecordedRequest]:
-        """The chat requests of :attr:`requests`, both protocols."""
+        """The chat requests of :attr:`requests`, whatever their protocol."""
         return [r for r in self.requests if r.is_chat]
 
     def wait_for(self, predicate: Callable[[], T], timeout: float = 5.0) -> T:
