@@ -99,9 +99,10 @@ Every adapter
     reader's line limit is raised (ACP lines pass 64 KiB: Claude's
     ``available_commands``, a file's diff).
 
-Timings (spawn to teardown: initialize, session/new, one prompt, on a loaded
-2-core box): Claude 1.0–1.6 s, Codex 0.2–0.35 s, Gemini 0.9–1.2 s, a written
-file adding ~0.1 s; with ``strace`` watching 1–2.2 s.
+Timings (a test, spawn to teardown: initialize, session/new, one prompt of one
+or two model requests, on a shared 2-core box): Claude 1.1–1.3 s, Codex
+0.2–0.45 s, Gemini 0.9–1.2 s; up to 2.5 s (Claude) and 2.9 s (Gemini) while
+the box was busy; with ``strace`` watching 1–2.2 s.
 """
 
 from __future__ import annotations
