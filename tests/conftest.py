@@ -32,6 +32,7 @@ def _isolated_environment(
     config = tmp_path_factory.mktemp("jupyter-config")
     monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(config))
     monkeypatch.setenv("NBCHAT_MCP_ADMIN_CONFIG", str(config / "admin-mcp.json"))
+    monkeypatch.setenv("NBCHAT_ACP_ADMIN_CONFIG", str(config / "admin-agents.json"))
     # Keys go to a file of the test's own, never to the machine's keyring.
     monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path_factory.mktemp("jupyter-data")))
     monkeypatch.setenv("NBCHAT_KEYS", "file")

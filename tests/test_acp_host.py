@@ -1,0 +1,235 @@
+"""Coding agents hosted in the chat (ACP), against the scripted ACP agent in real processes.
+
+The agent is ``python -m nbchat.testing.acp_agent`` speaking ACP over stdio
+through the protocol's own SDK, configured in the test's ``agents.json``;
+what it does is checked where it lands (a file written or not, a process
+still there or not), never by its exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from nbchat import AgentError, AgentGone, AlreadyAnswered, Chat, InvalidToolAnswer
+from nbchat.agents.acp import AcpHost, find_agent
+from nbchat.agents.acp._process import descendants
+from nbchat.base.events import ReasoningDelta, TextDelta, ToolCallPending, ToolResult
+from nbchat.store.tinydb import ThreadStore
+
+WRITE = [{"say": "Writing it. ", "chunks": 2},
+         {"write": {"path": "notes.txt", "content": "hello\n"}}, {"say": "Done."}]
+
+
+def configure(tmp_path: Path, turns: list[dict]) -> Path:
+    """agents.json naming the scripted agent ``scripted``, playing ``turns``."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": turns}))
+    folder = Path(os.environ["JUPYTER_CONFIG_DIR"]) / "nbchat"
+    folder.mkdir(parents=True, exist_ok=True)
+    entry = {"command": sys.executable, "args": ["-m", "nbchat.testing.acp_agent", str(script)],
+             "env": {"NBCHAT_ACP_PIDS": str(tmp_path / "pids")}}
+    (folder / "agents.json").write_text(json.dumps({"agentServers": {"scripted": entry}}))
+    return tmp_path
+
+
+@pytest.fixture
+def host(tmp_path: Path):
+    store = ThreadStore(tmp_path / "store", "tester")
+    made = AcpHost(store, cwd=str(tmp_path))
+    yield made
+    made.close()
+
+
+def chat_for(host: AcpHost) -> Chat:
+    return Chat(store=host.store, hosted=host, base_url="http://127.0.0.1:9/v1")
+
+
+def ask(host: AcpHost, thread: int, question: str) -> list:
+    return list(host.iter_ask(thread, question))
+
+
+def test_an_agents_turn_streams_as_events_and_is_kept_in_its_thread(host, tmp_path):
+    configure(tmp_path, [{"when": "hello", "steps": [
+        {"think": "A greeting."}, {"plan": [["greet", "completed"], ["wait", "pending"]]},
+        {"say": "Hi <img src=x onerror=alert(1)> \u202e there", "chunks": 4},
+        {"tool": {"kind": "edit", "title": "Edit a.py", "path": "a.py", "old": "x = 1\n",
+                  "new": "x = 2\n"}}]}])
+    thread = host.new_thread("scripted")
+    events = ask(host, thread, "hello agent")
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert text == "Hi <img src=x onerror=alert(1)> \u202e there"  # data, kept as sent
+    assert [e.text for e in events if isinstance(e, ReasoningDelta)] == ["A greeting."]
+    plan, edit = [e for e in events if isinstance(e, ToolResult)]
+    assert plan.shown == "☑ greet\n☐ wait"
+    assert edit.call.name == "edit: Edit a.py (a.py)"
+    assert "-x = 1\n+x = 2" in edit.shown and edit.shown.startswith("--- a.py (now)")
+    saved = host.store.get(thread)
+    assert saved.model == "agent:scripted" and saved.title == "hello agent"
+    assert saved.settings["acp"]["session"]
+    (turn,) = saved.turns
+    assert (turn.status, turn.answer, turn.reasoning) == ("complete", text, "A greeting.")
+    assert any("edit: Edit a.py" in json.dumps(m) for m in turn.messages)  # the audit
+
+
+def test_a_write_waits_for_the_person_and_reject_leaves_nothing(host, tmp_path):
+    configure(tmp_path, [{"when": "write", "steps": WRITE}])
+    thread = host.new_thread("scripted")
+    events = ask(host, thread, "write the notes")
+    (pending,) = [e.pending for e in events if isinstance(e, ToolCallPending)]
+    assert pending.prompt.options == ("Allow once", "Allow always", "Reject")
+    assert "+hello" in pending.prompt.markdown  # the request's own diff, shown
+    assert host.store.get(thread).turns[-1].status == "suspended"  # persisted, waiting
+    chat = chat_for(host)
+    with pytest.raises(InvalidToolAnswer, match="allow once, allow always, reject"):
+        chat.iter_answer_tool_call(thread, "maybe")
+    list(chat.iter_answer_tool_call(thread, "reject"))
+    assert not (tmp_path / "notes.txt").exists()
+    turn = host.store.get(thread).turns[-1]
+    assert turn.status == "complete" and turn.answered[0].answer == "reject_once"
+
+
+def test_allow_runs_it_once_and_a_second_answer_is_refused(host, tmp_path):
+    configure(tmp_path, [{"when": "write", "steps": WRITE}])
+    thread = host.new_thread("scripted")
+    ask(host, thread, "write the notes")
+    chat = chat_for(host)
+    results = []
+
+    def answer(value: str) -> None:
+        try:
+            results.append(list(chat.iter_answer_tool_call(thread, value)))
+        except AlreadyAnswered as error:
+            results.append(error)
+
+    racers = [threading.Thread(target=answer, args=(v,)) for v in ("allow", "allow once")]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(30)
+    assert sum(isinstance(r, AlreadyAnswered) for r in results) == 1
+    assert (tmp_path / "notes.txt").read_text() == "hello\n"
+    turn = host.store.get(thread).turns[-1]
+    assert turn.status == "complete" and turn.answer == "Writing it. Done."
+    assert [a.answer for a in turn.answered] == ["allow_once"]
+
+
+def test_always_is_kept_per_agent_and_kind_within_the_cap(host, tmp_path, monkeypatch):
+    configure(tmp_path, [{"when": "write", "steps": WRITE}])
+    thread = host.new_thread("scripted")
+    chat = chat_for(host)
+    ask(host, thread, "write the notes")
+    list(chat.iter_answer_tool_call(thread, "always"))
+    (tmp_path / "notes.txt").unlink()
+    events = ask(host, thread, "write again")  # the same kind: not asked again
+    assert not [e for e in events if isinstance(e, ToolCallPending)]
+    assert (tmp_path / "notes.txt").exists()
+    assert "remembered" in json.dumps(host.store.get(thread).turns[-1].messages)
+    # Under the administrator's cap "always", nothing is allowed for good.
+    monkeypatch.setenv("NBCHAT_MAX_APPROVAL", "always")
+    other = host.new_thread("scripted")
+    ask(host, other, "write the notes")
+    list(chat.iter_answer_tool_call(other, "allow always"))
+    assert host.store.get(other).turns[-1].answered[0].answer == "allow_once"
+    assert [e for e in ask(host, other, "write again") if isinstance(e, ToolCallPending)]
+
+
+def test_a_request_whose_agent_is_gone_is_answered_as_cancelled(host, tmp_path):
+    configure(tmp_path, [{"when": "write", "steps": WRITE}])
+    thread = host.new_thread("scripted")
+    ask(host, thread, "write the notes")
+    host.close()  # the agent's process tree ends while its request waits
+    chat = chat_for(host)
+    with pytest.raises(AgentGone, match="ask again: %chat --with scripted"):
+        chat.iter_answer_tool_call(thread, "allow")
+    turn = host.store.get(thread).turns[-1]
+    assert turn.status == "interrupted" and turn.answered[0].answer == "cancelled"
+    assert not (tmp_path / "notes.txt").exists()
+    # The thread goes on: the next question starts the agent again.
+    assert ask(host, thread, "hello")[-1].status == "complete"
+
+
+def test_a_restarted_kernel_closes_what_the_ended_one_left_waiting(host, tmp_path):
+    configure(tmp_path, [{"when": "write", "steps": WRITE}])
+    thread = host.new_thread("scripted")
+    ask(host, thread, "write the notes")
+    settings = host.store.get(thread).settings
+    dead = {**settings["acp"], "host": "elsewhere:1:0"}  # a host process that has ended
+    host.store.update_thread(thread, settings={**settings, "acp": dead})
+    later = AcpHost(host.store, cwd=str(tmp_path))
+    try:
+        with pytest.raises(AgentGone):
+            chat_for(later).iter_answer_tool_call(thread, "allow")
+        assert host.store.get(thread).turns[-1].answered[0].answer == "cancelled"
+    finally:
+        later.close()
+
+
+def test_stop_cancels_the_turn_and_the_agent_says_so(host, tmp_path):
+    configure(tmp_path, [{"when": "slow", "steps": [
+        {"say": "Starting."}, {"sleep": 30}, {"say": "never"}]}])
+    thread = host.new_thread("scripted")
+    answer = host.iter_ask(thread, "slow work")
+    timer = threading.Timer(1.0, host.stop, args=(thread,))
+    timer.start()
+    started = time.monotonic()
+    events = list(answer)
+    assert time.monotonic() - started < 15
+    assert events[-1].status == "interrupted"
+    turn = host.store.get(thread).turns[-1]
+    assert turn.status == "interrupted" and turn.answer == "Starting."
+
+
+def test_the_agents_whole_process_tree_is_ended(host, tmp_path):
+    configure(tmp_path, [{"when": "spawn", "steps": [{"spawn": 300}, {"say": "ok"}]}])
+    thread = host.new_thread("scripted")
+    ask(host, thread, "spawn a child")
+    agent, child = map(int, (tmp_path / "pids").read_text().split())
+    assert child in descendants(agent)
+    host.close()
+    for pid in (agent, child):
+        assert not Path(f"/proc/{pid}").exists() or _zombie(pid)
+
+
+def test_a_huge_update_is_bounded(host, tmp_path):
+    configure(tmp_path, [{"when": "big", "steps": [{"say": "y" * 10_000_000}]}])
+    thread = host.new_thread("scripted")
+    events = ask(host, thread, "big answer")
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert len(text) < 2_100_000 and "the rest is left out" in text
+    assert events[-1].status == "complete"
+
+
+def test_agents_that_cannot_start_say_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no adapter installed
+    with pytest.raises(AgentError, match="npm install -g @zed-industries/claude-agent-acp"):
+        find_agent("claude")
+    with pytest.raises(AgentError, match="no agent is called 'nope'"):
+        find_agent("nope")
+    configure(tmp_path, [])
+    monkeypatch.setenv("NBCHAT_ACP_ALLOW", "/usr/bin/*")
+    with pytest.raises(AgentError, match="not allowed here"):
+        find_agent("scripted")
+    monkeypatch.setenv("NBCHAT_ACP", "off")
+    with pytest.raises(AgentError, match="turned off by NBCHAT_ACP=off"):
+        find_agent("scripted")
+
+
+def test_a_question_for_nbchats_model_in_an_agents_thread_is_refused(host, tmp_path):
+    configure(tmp_path, [])
+    thread = host.new_thread("scripted")
+    with pytest.raises(Exception, match="--with scripted QUESTION"):
+        chat_for(host).iter_ask(thread, "hello")
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
