@@ -34,7 +34,7 @@ def configure(tmp_path: Path, turns: list[dict]) -> Path:
     folder = Path(os.environ["JUPYTER_CONFIG_DIR"]) / "nbchat"
     folder.mkdir(parents=True, exist_ok=True)
     entry = {"command": sys.executable, "args": ["-m", "nbchat.testing.acp_agent", str(script)],
-             "env": {"NBCHAT_ACP_PIDS": str(tmp_path / "pids")}}
+             "env": {"SCRIPTED_ACP_PIDS": str(tmp_path / "pids")}}
     (folder / "agents.json").write_text(json.dumps({"agentServers": {"scripted": entry}}))
     return tmp_path
 

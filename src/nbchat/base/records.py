@@ -239,6 +239,9 @@ class PendingCall:
                 "or reject: WHY)"  # fmt: skip
         if self.shows_arguments:
             text += f"\n{_indented(self.arguments_text, 'These arguments hold')}\n  "
+        if prompt.extra.get("detail"):  # what a request carries (an agent's diff, its command)
+            shown = _visible.for_terminal(str(prompt.extra["detail"]).rstrip("\n"))
+            text += "\n" + "\n".join("      " + line for line in shown.split("\n")) + "\n  "
         if prompt.options:
             text += f" (one of: {', '.join(_visible.for_terminal(o) for o in prompt.options)})"
         elif prompt.kind == "confirm":

@@ -2,7 +2,7 @@
 
 ``python -m nbchat.testing.acp_agent [SCRIPT.json]`` speaks ACP over stdio as
 Claude Code's or Codex's adapter would, but every turn follows a script
-instead of a model. The script (the file named, else ``NBCHAT_ACP_SCRIPT``)
+instead of a model. The script (the file named, else ``SCRIPTED_ACP_SCRIPT``)
 is ``{"turns": [{"when": TEXT, "steps": [...]}, ...]}``: a prompt takes the
 first turn whose ``when`` it contains; none found, the agent says what it
 was asked. Steps:
@@ -19,7 +19,7 @@ was asked. Steps:
   tool of an MCP server handed over in ``session/new`` (HTTP), and says its
   text result;
 - ``{"spawn": SECONDS}`` — starts a child that sleeps (its pid in the
-  ``NBCHAT_ACP_PIDS`` file, if set); ``{"sleep": SECONDS}``; ``{"flood": N}`` —
+  ``SCRIPTED_ACP_PIDS`` file, if set); ``{"sleep": SECONDS}``; ``{"flood": N}`` —
   N one-character chunks; ``{"exit": CODE}`` — the process ends at once.
 
 ``session/cancel`` ends the turn at its next step with ``cancelled``. Needs
@@ -38,12 +38,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-SCRIPT_ENV = "NBCHAT_ACP_SCRIPT"
-PIDS_ENV = "NBCHAT_ACP_PIDS"
+SCRIPT_ENV = "SCRIPTED_ACP_SCRIPT"
+PIDS_ENV = "SCRIPTED_ACP_PIDS"
 
 
 def load_script(path: str | None) -> dict[str, Any]:
-    """The script: the file ``path`` names, else the one ``NBCHAT_ACP_SCRIPT`` names, else none."""
+    """The script: the file ``path`` names, else the one ``SCRIPTED_ACP_SCRIPT`` names."""
     named = path or os.environ.get(SCRIPT_ENV, "")
     if not named:
         return {"turns": []}

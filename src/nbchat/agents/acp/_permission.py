@@ -65,6 +65,7 @@ class AcpPermission(ClientTool):
             "question": f"{arguments['agent']} asks: {arguments.get('title') or 'to use a tool'}",
             "options": [LABELS[kind] for kind in KINDS if kind in offered],
             "markdown": _request_markdown(arguments),
+            "detail": str(arguments.get("shown") or ""),  # for text front ends
         }
 
     def parse_response(self, arguments: dict[str, Any], response: object) -> str:

@@ -2,9 +2,10 @@
 
 Adapters do not exit when their stdin closes, and they start processes of
 their own (a shell, the agent's CLI, MCP servers): ending the direct child is
-not enough. Each agent starts as the leader of a new session, so its process
-group holds what it starts; :func:`end_tree` ends that group and any
-descendant that left it, first asking (SIGTERM), then not (SIGKILL).
+not enough. Each agent starts under ``_guard.py``, the leader of a new
+session, so its process group holds what it starts; :func:`end_tree` ends
+that group and any descendant that left it, first asking (SIGTERM), then not
+(SIGKILL), and the guard ends the group itself when the kernel dies.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Mapping
 STREAM_LIMIT = 64 * 1024 * 1024  # ACP lines (a whole file's diff) pass asyncio's 64 KiB default
 STDERR_LINES = 40  # the last lines kept to explain a failed start
 GRACE = 1.5  # seconds between SIGTERM and SIGKILL
+GUARD = os.path.join(os.path.dirname(__file__), "_guard.py")  # ends the group if the kernel dies
 
 
 async def start(
@@ -28,9 +30,9 @@ async def start(
 ) -> tuple[asyncio.subprocess.Process, deque[str]]:
     """Start the agent; its process, and the last lines of its stderr as they come."""
     process = await asyncio.create_subprocess_exec(
-        command, *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=dict(env), cwd=cwd, limit=STREAM_LIMIT,
-        start_new_session=True,
+        sys.executable, GUARD, command, *args, stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=dict(env), cwd=cwd,
+        limit=STREAM_LIMIT, start_new_session=True,
     )  # fmt: skip
     tail: deque[str] = deque(maxlen=STDERR_LINES)
     task = asyncio.get_running_loop().create_task(_drain(process, tail))

@@ -56,7 +56,7 @@ class SessionChats:
                 provider=s.provider or None, store=s.store or None, user=s.user or None,
                 tools=tools, permissions=s.permissions, options=options,
                 builtin_tools=s.builtin_tools, window=s.window,
-                answering=self._agent_answering,
+                answering=self._agent_answering, hosted=self._hosted,
             )
             self._current_key = key
             if old is not None and old.store.location() != self.current.store.location():
@@ -77,6 +77,7 @@ class SessionChats:
                 api_key=self.key_for_endpoint(), provider=s.provider or None,
                 store=base.store, tools=[*self.user_tools(), *self._notebook_tools()],
                 permissions=s.permissions, window=s.window, answering=self._agent_answering,
+                hosted=self._hosted,
             )
             chat._llm = base._llm  # one endpoint client (and one fallback notice) for both
             self._agent = (key, chat)
@@ -132,6 +133,12 @@ class SessionChats:
             watch(settings.shell)  # the page draws the proposals and answers them
             self._notebook = (approval, tools)
         return self._notebook[1]
+
+    def _hosted(self) -> Any:
+        """The kernel's host of coding agents (ACP), when an agent's request is answered."""
+        from ..agents._hosting import host_for
+
+        return host_for(self.plain().store)
 
     def _agent_answering(self) -> list[Any]:
         """The tools that answer outside agents' calls in this kernel (never offered)."""

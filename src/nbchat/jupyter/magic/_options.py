@@ -136,6 +136,10 @@ _DECLARATIONS: tuple[Callable[[Any], Any], ...] = (
              help="With --agent-token: read-only (default): its reads run at once and "
                   "changes ask; always: its reads ask too."),
     argument("--revoke-agent", metavar="ID", help="Revoke the agent token ID."),
+    argument_group("Coding agents in the chat (ACP: Claude Code, Codex, Gemini CLI)"),
+    argument("--with", dest="with_", metavar="AGENT",
+             help="Ask your coding agent (claude, codex, gemini, or one in agents.json) in a "
+                  "thread of its own; every permission it asks waits for your answer."),
     argument("--retry", action="store_true",
              help="Ask the last question of the thread again after it failed or was "
                   "interrupted (answers you gave to its tool calls are sent again)."),

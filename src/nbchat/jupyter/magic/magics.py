@@ -232,10 +232,24 @@ class ChatMagics(ChatSettings):
 
     # -- asking -----------------------------------------------------------------
     def _cmd_ask(self, opts: Any, text: str) -> RenderResult | None:
+        agent = opts.with_ or self._hosted_agent(opts)
+        if agent:  # a coding agent's session answers, not nbchat's model
+            from ..agents._hosting import ask_agent
+
+            return ask_agent(self, opts, text, agent)  # type: ignore[no-any-return]
         if not text:
             raise UsageError("ask something: %chat QUESTION, or %%chat with the question "
                              "in the cell; see %chat? for the options")
         return self._ask(text, opts)
+
+    def _hosted_agent(self, opts: Any) -> str | None:
+        """The agent whose session the thread asked in is (-t, else the current one), if any."""
+        thread_id = opts.thread if opts.thread is not None else (
+            None if opts.new or opts.history is not None else self.thread_id)  # fmt: skip
+        if thread_id is None:
+            return None
+        acp = (self.chat.store.get(thread_id).settings or {}).get("acp")
+        return str(acp.get("agent")) if isinstance(acp, dict) else None
 
     def _cmd_error(self, opts: Any, text: str) -> RenderResult | None:
         return self._ask(error_question(self.shell, text, opts), opts, interpolated=True)
