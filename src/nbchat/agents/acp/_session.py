@@ -20,7 +20,6 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from ... import __version__
 from ...base._secrets import scrub
 from ...base.errors import AgentError, AgentGone
 from . import _process
@@ -89,7 +88,7 @@ class AgentSession:
             terminal=False)  # fmt: skip
         init = await self._within(self.conn.initialize(
             protocol_version=acp.PROTOCOL_VERSION, client_capabilities=capabilities,
-            client_info=Implementation(name="nbchat", title="nbchat", version=__version__)),
+            client_info=Implementation(name="nbchat", title="nbchat", version=_version())),
             "initialize")  # fmt: skip
         caps = getattr(init, "agent_capabilities", None)
         self.can_load = bool(getattr(caps, "load_session", False))
@@ -238,6 +237,15 @@ class _Client:
 
     def on_connect(self, conn: Any) -> None:
         pass
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nbchat")
+    except PackageNotFoundError:
+        return "0"
 
 
 def _resolve(future: asyncio.Future[str], option_id: str) -> None:

@@ -236,7 +236,7 @@ class ChatMagics(ChatSettings):
         if agent:  # a coding agent's session answers, not nbchat's model
             from ..agents._hosting import ask_agent
 
-            return ask_agent(self, opts, text, agent)  # type: ignore[no-any-return]
+            return ask_agent(self, opts, text, agent)
         if not text:
             raise UsageError("ask something: %chat QUESTION, or %%chat with the question "
                              "in the cell; see %chat? for the options")
