@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..base.errors import (
@@ -32,6 +32,7 @@ from ..base.messages import Message
 from ..base.records import AnsweredCall, PendingCall, Prompt, RecordError, ToolCall
 from ..store.base import Store, Thread, Turn
 from ..tools import ClientTool, Toolbox, ToolContext
+from ._answer import Answer
 from ._endings import BUDGET_REASON
 from .history import ChatHistory
 
@@ -51,13 +52,13 @@ class Hosted(Protocol):
 
     def check(self, thread: Thread, call: PendingCall) -> None: ...
 
-    def resume(self, thread: Thread, call: PendingCall, result: ToolResult) -> Iterator[Event]: ...
+    def resume(self, thread: Thread, call: PendingCall, result: ToolResult) -> Answer: ...
 
 
 def answer_hosted(
     store: Store, thread: Thread, call: PendingCall,
     host: Hosted | Callable[[], Hosted | None] | None, response: object, context: ToolContext,
-) -> Iterator[Event]:
+) -> Answer:
     """Claim the answer to an agent's request now (once), then hand it to the agent.
 
     AgentGone (the request closed as cancelled) when no agent waits on it any more.

@@ -138,7 +138,7 @@ class Chat(_Asking):
         )
         self._titles = TitleWorkers.shared(self.store)
         self.window = None if window is None else check_window(window)
-        self._hosted = hosted
+        self.hosted = hosted  # the coding agents hosted here (see above)
 
     def __repr__(self) -> str:
         return f"Chat(user={self.store.user!r}, store={self.store.location()!r})"
@@ -448,8 +448,8 @@ class Chat(_Asking):
         call = _pending.find_pending(thread, call_id)
         if _pending.is_hosted(thread):  # claimed here, then the agent's turn goes on
             context = ToolContext(self.user, thread.user, self.permissions, thread_id)
-            return Answer.streaming(_pending.answer_hosted(
-                self.store, thread, call, self._hosted, response, context))
+            return _pending.answer_hosted(self.store, thread, call, self.hosted, response,
+                                          context)  # fmt: skip
         outside = _pending.is_outside(thread)
         if not outside:
             self._check_endpoint(thread)

@@ -42,6 +42,7 @@ from ...base.events import (
 )
 from ...base.records import AnsweredCall, PendingCall, Prompt, ToolCall
 from ...engine._answer import Answer
+from ...llm._stop import StopSignal
 from ...store.base import Store, Thread
 from ._permission import TOOL, AcpPermission, is_remembered, option_for
 from ._session import AgentSession, Done, Permission
@@ -108,10 +109,9 @@ class AcpHost:
         if not thread.title:
             self.store.update_thread_title(thread_id, _title(question), if_untitled=True)
         self._call(session.prompt(question), wait=False)
-        started = TurnStarted(thread_id, turn, thread.model)
-        return Answer.streaming(self._read(session, turn, [started]))
+        return self._answer(session, turn, [TurnStarted(thread_id, turn, thread.model)])
 
-    def resume(self, thread: Thread, call: PendingCall, result: ToolResult) -> Iterator[Event]:
+    def resume(self, thread: Thread, call: PendingCall, result: ToolResult) -> Answer:
         """The person's answer (claimed) to the agent; the rest of the turn's events."""
         session = self._sessions.get(thread.id)
         kind = result.output
@@ -119,10 +119,10 @@ class AcpHost:
             self._end_turn(thread.id, call.turn, "interrupted", "the agent had ended")
             error = AgentGone(f"{_label(thread)} had ended before your answer; it was not "
                               f"sent. Ask again: %chat --with {_agent(thread)} QUESTION")
-            return iter([TurnFailed(thread.id, call.turn, error)])
+            return Answer.streaming(iter([TurnFailed(thread.id, call.turn, error)]))
         if kind == "allow_always" and is_remembered(call.arguments.get("tool_kind")):
             session.remembered.add(str(call.arguments["tool_kind"]))
-        return self._read(session, call.turn, [result], resumed=True)
+        return self._answer(session, call.turn, [result], resumed=True)
 
     def check(self, thread: Thread, call: PendingCall) -> None:
         """Before an answer is claimed: AgentGone (the call closed) if no agent waits on it."""
@@ -163,11 +163,22 @@ class AcpHost:
                 self._call(session.close(), wait=True, timeout=10.0)
 
     # -- the turn as it is read ------------------------------------------------------------
+    def _answer(self, session: AgentSession, turn: int, first: list[Event], *,
+                resumed: bool = False) -> Answer:  # fmt: skip
+        """The turn as an Answer whose stop (Escape, Stop) sends ``session/cancel``."""
+        stop = StopSignal()
+        events = self._read(session, turn, first, resumed=resumed, stop=stop)
+        return Answer.streaming(events, stop=stop)
+
     def _read(self, session: AgentSession, turn: int, first: list[Event], *,
-              resumed: bool = False) -> Iterator[Event]:  # fmt: skip
+              resumed: bool, stop: StopSignal) -> Iterator[Event]:  # fmt: skip
         """The turn's events from the agent's inbox, written to the store as they come."""
         record = _Record(self.store, session.thread_id, turn, resumed=resumed)
         yield from first
+        with stop.on_set(lambda: self._call(session.cancel(), wait=False)):
+            yield from self._inbox(session, record)
+
+    def _inbox(self, session: AgentSession, record: _Record) -> Iterator[Event]:
         try:
             while True:
                 item = _next(session.inbox)

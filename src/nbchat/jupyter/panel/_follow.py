@@ -29,6 +29,7 @@ from ...mcp.tools import servers_line
 from ...store.base import Thread, ThreadInfo
 from ..cell.prompts import hosting, show_tool_prompts
 from ..notebook._undo import changed_turns
+from ._agents import agent_of, offered
 from ._messages import context_gauge, message, thread_view
 from ._state import PanelState
 
@@ -128,6 +129,7 @@ class FollowingPanel(PanelState):
         with self.hold_sync():
             self.model_groups = groups
             self._set_models(models, self.model or self._default_model(models))
+            self.agents = offered()
 
     def _default_model(self, models: list[str]) -> str | None:
         if self.chat.settings.model:
@@ -177,7 +179,10 @@ class FollowingPanel(PanelState):
             self.prompts = []
             self.live.clear()
             self.title = thread.title if thread else ""
-            if thread is not None and (changed or not keep):  # a redraw keeps the pick
+            agent = agent_of(thread)
+            if changed and thread is not None:  # who answers here: its agent, else the model
+                self.agent = agent
+            if thread is not None and not agent and (changed or not keep):  # a redraw keeps it
                 last = thread.turns[-1].model if thread.turns else None
                 self._set_models(list(self.models), last or thread.model)
             self.history = [t.query for t in thread.turns[-HISTORY_SIZE:]] if thread else []
@@ -223,7 +228,7 @@ class FollowingPanel(PanelState):
             self.usage_text = thread_usage_line(turns, self._prices)
             self.gauge = (
                 context_gauge(thread, lambda m: self.chat.llm.context_size(m))
-                if thread is not None else {}
+                if thread is not None and not agent_of(thread) else {}
             )
             self.tools_line = _tools_line(self.chat)
 

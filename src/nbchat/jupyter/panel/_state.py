@@ -39,6 +39,10 @@ class PanelState(anywidget.AnyWidget):
     model = Unicode("", help="The model the next question goes to.").tag(sync=True)
     mode = Unicode("chat", help="'chat' (no notebook tools), or the notebook agent's mode the "
                    "next question is asked in: 'ask', 'plan', 'accept-edits'.").tag(sync=True)
+    agents = List(Dict(), help="The coding agents that may answer (name, label): installed "
+                  "and allowed; empty hides the picker.").tag(sync=True)
+    agent = Unicode("", help="Who answers the next question: '' (nbchat's model) or an "
+                    "agent's name; a thread of an agent shows its own.").tag(sync=True)
     model_groups = List(Dict(), help="The models by connected endpoint: endpoint, label, "
                         "models, error (one line); empty with one endpoint.").tag(sync=True)
     messages = List(Dict(), help="The turns shown, oldest first (see jupyter._messages).").tag(

@@ -56,7 +56,7 @@ from ..cell.prompts import (
     shows_errors,
 )
 from ..cell.render import RenderResult, detect_mode, render_turn
-from . import _intents
+from . import _agents, _intents
 from ._follow import HISTORY_SIZE, FollowingPanel
 from ._messages import conversation_view
 from ._stream import LiveSink, mentioned
@@ -132,6 +132,7 @@ class ChatPanel(FollowingPanel):
             raise InputError(f"area must be one of {', '.join(AREAS)}, got {area!r}")
         super().__init__(area=area)
         self.chat = chat if chat is not None else Chat(**chat_kwargs)
+        self.chat.hosted = self.chat.hosted or _agents.hosted_by(self.chat)  # agents' requests
         self._prices: dict[str, Price] = (
             prices_from_env() if prices is None else parse_prices(prices, source="prices")
         )
@@ -213,9 +214,12 @@ class ChatPanel(FollowingPanel):
         query = self.value
         if not query.strip():
             raise InputError("the question is empty; type something to ask")
+        if self.agent:  # the person's coding agent answers, in a session of its own
+            self._asked(query, *_agents.ask(self.chat, self.thread_id, self.agent, query), "")
+            return
         model = self.model or None
         thread_id = self.thread_id
-        if thread_id is None:
+        if thread_id is None or _agents.agent_of(self.chat.store.get(thread_id)):
             thread_id = self.chat.new_thread(model)
         named, note = mentioned(query)
         picked = self._picked_context()
@@ -237,6 +241,9 @@ class ChatPanel(FollowingPanel):
                 raise
             self._ask_budget(error)
             return
+        self._asked(query, thread_id, events, note)
+
+    def _asked(self, query: str, thread_id: int, events: Iterable[Event], note: str) -> None:
         self._set_streaming(True)  # from here the live message shows this turn, not the list
         try:
             self.picked = []

@@ -103,6 +103,10 @@ function buildComposer() {
     option.value = value;
     modePicker.append(option);
   }
+  const agentPicker = node("select", "nbchat-agent");
+  agentPicker.setAttribute("aria-label", "Who answers");
+  agentPicker.title = "Who answers: nbchat's model, or your coding agent (every permission it " +
+    "asks waits for your answer here)";
   const attach = node("select", "nbchat-attach");
   attach.setAttribute("aria-label", "Attach a variable");
   attach.title = "Attach a variable to the next question";
@@ -115,11 +119,13 @@ function buildComposer() {
   const answering = node("span", "nbchat-answering");
   answering.setAttribute("role", "status");
   answering.append(node("span", "nbchat-pulse"), node("span", "", "Answering…"));
-  bar.append(picker, modePicker, attach, answering, preview, send, stop);
+  bar.append(agentPicker, picker, modePicker, attach, answering, preview, send, stop);
   const field = node("div", "nbchat-field");
   field.append(box, bar);
   composer.append(chips, field);
-  return { composer, chips, box, picker, modePicker, attach, preview, send, stop, answering };
+  return {
+    composer, chips, box, picker, modePicker, agentPicker, attach, preview, send, stop, answering,
+  };
 }
 
 // -- the previewed request: HTML made in Python by nbchat.markup, nothing else

@@ -166,12 +166,31 @@ function drawModels(v) {
     picker.replaceChildren(...model.get("models").map(option));
   }
   picker.value = value;
-  picker.hidden = !model.get("models").length;
+  picker.hidden = !model.get("models").length || Boolean(model.get("agent"));
 }
 
 function drawMode(v) {
+  const agent = v.model.get("agent");
   v.modePicker.value = v.model.get("mode");
   v.modePicker.disabled = v.model.get("streaming");
+  v.modePicker.hidden = Boolean(agent);  // an agent has modes of its own
+}
+
+// Who answers: nbchat's model, or a coding agent (names and labels are set as text).
+function drawAgents(v) {
+  const { model, agentPicker } = v;
+  const agents = model.get("agents");
+  const option = (value, label) => {
+    const made = node("option", "", label);
+    made.value = value;
+    return made;
+  };
+  agentPicker.replaceChildren(option("", "nbchat"),
+    ...agents.map((a) => option(a.name, a.label || a.name)));
+  agentPicker.value = model.get("agent");
+  agentPicker.hidden = !agents.length;
+  agentPicker.disabled = model.get("streaming");
+  v.picker.hidden = Boolean(model.get("agent")) || !model.get("models").length;
 }
 
 function drawChips(v) {

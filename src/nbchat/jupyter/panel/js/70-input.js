@@ -110,6 +110,10 @@ function wireComposer(v) {
     model.set("mode", v.modePicker.value);
     model.save_changes();
   });
+  listen(v.agentPicker, "change", () => {
+    model.set("agent", v.agentPicker.value);
+    model.save_changes();
+  });
 }
 
 function wireConversation(v) {

@@ -24,7 +24,8 @@ function follow(v) {
   on("change:gauge", () => drawGauge(v));
   on("change:tools_line", () => drawToolsLine(v));
   on("change:models change:model change:model_groups", () => drawModels(v));
-  on("change:mode change:streaming", () => drawMode(v));
+  on("change:mode change:streaming change:agent", () => drawMode(v));
+  on("change:agents change:agent change:streaming change:models", () => drawAgents(v));
   on("change:variables change:picked change:attachable", () => drawChips(v));
   on("change:prompts", () => drawPrompts(v));
   on("change:placeholder", () => { box.placeholder = model.get("placeholder"); });
@@ -94,6 +95,7 @@ function render({ model, el }) {
   drawToolsLine(v);
   drawModels(v);
   drawMode(v);
+  drawAgents(v);
   drawChips(v);
   drawStreaming(v);
   drawPrompts(v);
