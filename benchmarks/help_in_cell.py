@@ -12,8 +12,10 @@ notebook of 50 cells, and measures, in the page:
 - the first proposal drawn: the kernel sends the page a proposal list on the
   ``nbchat.notebook`` comm (as nbchat's kernel side does), one edit_cell proposal of 1-3
   chunks on a small cell; from the comm message's handler to the frame painted once its
-  merge view (``.nbchat-merge .cm-line``) is in the page; an empty list clears it between
-  runs (target <= 30 ms);
+  proposal's first lines (``.nbchat-merge .cm-line``) are in the page: the quick view of the
+  new text, which the merge view replaces after that frame; an empty list clears it between
+  runs (target <= 30 ms); and, for reading it, the same to the whole merge view (its chunk
+  toggles ``.nbchat-chunk-control`` drawn);
 - the page's floor, for reading the others as ratios: a plain letter typed in the same cell's
   editor, from its keydown to the next painted frame.
 
@@ -86,7 +88,7 @@ _JS_WATCH = f"""(path) => {{
     const panel = ({_JS_PANEL})(path);
     const kernel = panel.sessionContext.session.kernel;
     const bench = window.__bench = {{
-        keyI: [], command: [], draws: [], keys: [], typing: false, pending: null}};
+        keyI: [], command: [], draws: [], merged: [], keys: [], typing: false, pending: null}};
     const input = () => panel.node.querySelector('.nbchat-ask-box .nbchat-ask-input');
     // Once the box is in the page: the first frame with its input focused, then the task after.
     new MutationObserver(() => {{
@@ -129,7 +131,13 @@ _JS_WATCH = f"""(path) => {{
             const drawn = () => panel.node.querySelector('.nbchat-merge .cm-line')
                 ? setTimeout(() => bench.draws.push({{total: performance.now() - started, script}}))
                 : requestAnimationFrame(drawn);
-            if (data.op === 'proposals' && data.proposals.length) requestAnimationFrame(drawn);
+            const merged = () => panel.node.querySelector('.nbchat-merge .nbchat-chunk-control')
+                ? setTimeout(() => bench.merged.push(performance.now() - started))
+                : requestAnimationFrame(merged);
+            if (data.op === 'proposals' && data.proposals.length) {{
+                requestAnimationFrame(drawn);
+                requestAnimationFrame(merged);
+            }}
             return result;
         }};
     }}
@@ -199,6 +207,9 @@ def main() -> None:
         script = statistics.median(d["script"] for d in draws[1:])
         _line("first proposal (1-3 chunks) drawn", totals[1:], 30, "comm message", floor, totals[0])
         print(f"  of which the comm handler's own script: median {script:.1f} ms")
+        merged = page.evaluate("() => window.__bench.merged")
+        _line("its merge view complete (chunk toggles)", merged[1:], None, "comm message", floor,
+              merged[0])  # fmt: skip
         browser.close()
 
 
@@ -267,6 +278,7 @@ def _draw(page: Page, execute: Callable[[str], object], items: str) -> dict[str,
     count = page.evaluate("() => window.__bench.draws.length")
     execute(f"bench_send([{items}])")
     page.wait_for_function("(n) => window.__bench.draws.length > n", arg=count, timeout=30_000)
+    page.wait_for_function("(n) => window.__bench.merged.length > n", arg=count, timeout=30_000)
     took = page.evaluate("() => window.__bench.draws.at(-1)")
     execute("bench_send([])")
     page.wait_for_function("() => !document.querySelector('.nbchat-proposal')", timeout=30_000)

@@ -117,6 +117,12 @@ export class CommTargets {
         }
         return;
       }
+      if ((data?.op === 'streaming' || data?.op === 'streamed') && data.id === undefined) {
+        if (data.client === undefined || data.client === CLIENT) {
+          proposals.stream(data); // an edit as the model writes it, or the end of those
+        }
+        return;
+      }
       void bridge.handle(data);
     };
   }

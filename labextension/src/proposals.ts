@@ -11,6 +11,16 @@
  * value}`; the kernel then changes the cell itself, so nothing here ever touches
  * the notebook's model (nothing drawn is saved in the .ipynb).
  *
+ * While the model writes an edit, the kernel sends `{op: "streaming", thread, call_id,
+ * cell_id, proposed}` (the new source so far, a few times a second) and, once the turn's
+ * events end, `{op: "streamed", call_ids}`: the growing text is drawn on its cell with
+ * its new lines marked, to read only (no answer can be given to it); the stored proposal,
+ * when the list brings it, takes its place, and the end takes away whatever it did not.
+ *
+ * An edit is drawn in two steps: at once its new text with the changed lines marked, then,
+ * once that frame is painted and the page is idle, the merge view with its deleted lines and
+ * chunk toggles.
+ *
  * Every text from the kernel (why, base, proposed) is data: it enters the page as
  * textContent or as a CodeMirror document, never as markup.
  */
@@ -20,7 +30,15 @@ import { NotebookPanel } from '@jupyterlab/notebook';
 import { Change, diff, presentableDiff, unifiedMergeView } from '@codemirror/merge';
 import { Language, language, syntaxHighlighting } from '@codemirror/language';
 import { EditorState, Extension, RangeSetBuilder, StateField, Text } from '@codemirror/state';
-import { Decoration, DecorationSet, EditorView, WidgetType, highlightSpecialChars } from '@codemirror/view';
+import {
+  Decoration,
+  DecorationSet,
+  EditorView,
+  ViewPlugin,
+  ViewUpdate,
+  WidgetType,
+  highlightSpecialChars
+} from '@codemirror/view';
 import { PanelLayout, Widget } from '@lumino/widgets';
 
 /** One waiting change as the kernel describes it (offsets in characters, as Python counts them). */
@@ -49,6 +67,11 @@ interface KernelChunk {
 type Tool = 'edit_cell' | 'insert_cell' | 'delete_cell' | 'move_cell' | 'execute_cell';
 type Value = 'accept' | 'reject' | { action: 'accept'; chunks: number[] };
 
+/** An edit as the model writes it, or the end of the ones streamed in a turn. */
+type Streaming =
+  | { op: 'streaming'; thread: number | null; call_id: string; cell_id: string; proposed: string }
+  | { op: 'streamed'; call_ids: string[] };
+
 /** What the view sends; the bridge adds the page's `client`. */
 export type Answer = { op: 'answer'; thread: number; call_id: string; value: Value };
 export type Send = (answer: Answer) => void;
@@ -64,6 +87,7 @@ const VIEWS = new WeakMap<NotebookPanel, ProposalsView>();
 /** The proposals drawn in one notebook panel; one per panel, whichever comm feeds it. */
 export class ProposalsView {
   private readonly drawn = new Map<string, Drawing>();
+  private readonly streaming = new Map<string, StreamingEdit>(); // being written: to read only
   private list: Proposal[] = [];
   private send: Send | null = null;
   private readonly bar: TurnBar;
@@ -114,6 +138,7 @@ export class ProposalsView {
     }
     for (const proposal of this.list) {
       const key = keyOf(proposal);
+      this.endStreaming(key); // the stored proposal takes the place of its streamed drawing
       const drawing = this.drawn.get(key);
       if (drawing) {
         drawing.enable(); // an answer that did not land (a stale proposal) may be given again
@@ -129,12 +154,43 @@ export class ProposalsView {
     this.render();
   }
 
+  /** Draw an edit as the model writes it (never to answer), or end the ones streamed. */
+  stream(message: unknown): void {
+    const data = message as Streaming;
+    if (data?.op === 'streamed') {
+      const ids = new Set(Array.isArray(data.call_ids) ? data.call_ids : []);
+      [...this.streaming].filter(([, edit]) => ids.has(edit.callId)).forEach(([key]) => this.endStreaming(key));
+      return;
+    }
+    if (!isStreaming(data)) {
+      return;
+    }
+    const key = `${data.thread}:${data.call_id}`;
+    const cell = cellOf(this.panel, data.cell_id);
+    if (this.drawn.has(key) || !cell || this.panel.isDisposed) {
+      return; // stored already (that one is answered), or not a cell of this notebook
+    }
+    let edit = this.streaming.get(key);
+    if (!edit) {
+      edit = new StreamingEdit(this.panel, cell, data.call_id);
+      this.streaming.set(key, edit);
+    }
+    edit.grow(data.proposed);
+    edit.place(() => this.schedule());
+  }
+
+  private endStreaming(key: string): void {
+    this.streaming.get(key)?.dispose();
+    this.streaming.delete(key);
+  }
+
   /** The next proposal drawn on cell `cellId` takes the keyboard (asked in that cell). */
   focusNext(cellId: string): void {
     this.focusCell = cellId;
   }
 
   clear(): void {
+    [...this.streaming.keys()].forEach(key => this.endStreaming(key));
     this.show([]);
   }
 
@@ -171,6 +227,9 @@ export class ProposalsView {
     }
     for (const drawing of this.drawn.values()) {
       drawing.place(() => this.schedule());
+    }
+    for (const edit of this.streaming.values()) {
+      edit.place(() => this.schedule());
     }
     this.bar.refresh(this.panel);
     // All the reads, then all the writes: one layout for the views in sight, made now.
@@ -409,11 +468,15 @@ class Drawing {
     const p = this.proposal;
     const selected = new Set<number>();
     const chunks = p.chunks.map(c => toUtf16(c, p.base, p.proposed));
+    const language = languageFor(this.panel, p.cell_type, cellOf(this.panel, p.cell_id));
+    // First the new text with its chunks' lines marked (cheap: no diff, no deleted lines)...
+    const quick = () => EditorState.create({ doc: p.proposed, extensions: [...readOnly(), language, chunkLines(chunks)] });
+    // ...then, once that is painted, the merge view.
     const make = () => EditorState.create({
       doc: p.proposed,
       extensions: [
         ...readOnly(),
-        languageFor(this.panel, p.cell_type, cellOf(this.panel, p.cell_id)),
+        language,
         unifiedMergeView({
           original: Text.of(p.base.split('\n')),
           mergeControls: false,
@@ -427,7 +490,7 @@ class Drawing {
     });
     // Deleted lines show above the new ones: both count in the height kept for the view.
     const lines = lineCount(p.proposed) + chunks.reduce((n, c) => n + lineCount(p.base.slice(c.from_a, c.to_a)), 0);
-    const widget = new EditorWidget(make, lines + chunks.length);
+    const widget = new EditorWidget(make, lines + chunks.length, quick);
     this.editors.push(widget);
     widget.addClass('nbchat-merge');
     widget.node.prepend(this.header(`Proposed edit: ${chunks.length} chunk${chunks.length === 1 ? '' : 's'}`));
@@ -454,7 +517,9 @@ const MARGIN = 600;
 /**
  * A read-only CodeMirror view as a Lumino widget, made only once it is near the
  * window (fifty proposals in a long notebook cost only the few in sight); until
- * then a block of about its height holds its place. Destroyed with the widget.
+ * then a block of about its height holds its place. Destroyed with the widget. With
+ * `quick`, that cheaper state is drawn first and `make`'s takes its place in the idle
+ * time after the frame that shows it.
  */
 class EditorWidget extends Widget {
   private view: EditorView | null = null;
@@ -463,7 +528,8 @@ class EditorWidget extends Widget {
 
   constructor(
     private readonly make: () => EditorState,
-    lines: number
+    lines: number,
+    private quick: (() => EditorState) | null = null
   ) {
     super();
     this.slot = this.node.appendChild(document.createElement('div'));
@@ -491,10 +557,23 @@ class EditorWidget extends Widget {
     }
     this.watcher?.disconnect();
     this.watcher = null;
-    this.view = new EditorView({ state: this.make() });
+    this.view = new EditorView({ state: (this.quick ?? this.make)() });
     this.slot.style.height = '';
     this.slot.appendChild(this.view.dom);
     markHidden(this.view.dom);
+    if (this.quick) {
+      this.quick = null;
+      // In the idle time after the frame that paints it: nothing waiting is held up by it.
+      requestAnimationFrame(() => requestIdleCallback(() => this.upgrade(), { timeout: 250 }));
+    }
+  }
+
+  /** The whole view in place of the quick one. */
+  private upgrade(): void {
+    if (this.view && !this.isDisposed) {
+      this.view.setState(this.make());
+      markHidden(this.view.dom);
+    }
   }
 
   protected onAfterAttach(): void {
@@ -586,6 +665,132 @@ function chunkToggles(chunks: KernelChunk[], selected: Set<number>, changed: () 
     update: value => value,
     provide: field => EditorView.decorations.from(field)
   });
+}
+
+/** The lines of the proposed text each chunk puts there, marked (the quick view's diff). */
+function chunkLines(chunks: KernelChunk[]): Extension {
+  return StateField.define<DecorationSet>({
+    create(state) {
+      const builder = new RangeSetBuilder<Decoration>();
+      const mark = Decoration.line({ class: 'nbchat-changed-line' });
+      const doc = state.doc;
+      for (const chunk of chunks) {
+        if (chunk.to_b <= chunk.from_b) {
+          continue; // lines deleted only: the merge view shows them
+        }
+        const last = doc.lineAt(Math.min(chunk.to_b - 1, doc.length)).number;
+        for (let n = doc.lineAt(Math.min(chunk.from_b, doc.length)).number; n <= last; n++) {
+          builder.add(doc.line(n).from, doc.line(n).from, mark);
+        }
+      }
+      return builder.finish();
+    },
+    update: value => value,
+    provide: field => EditorView.decorations.from(field)
+  });
+}
+
+/**
+ * An edit as the model writes it, on its cell: the text so far, its lines that the cell
+ * does not hold marked, and no answer to give (only the stored proposal has Accept).
+ */
+class StreamingEdit extends Widget {
+  private readonly view: EditorView;
+  private text = '';
+
+  constructor(
+    panel: NotebookPanel,
+    private readonly cell: Cell,
+    readonly callId: string
+  ) {
+    super();
+    this.addClass('nbchat-streaming-edit');
+    this.node.dataset.nbchatCall = callId;
+    const head = this.node.appendChild(document.createElement('div'));
+    head.className = 'nbchat-proposal-head';
+    const title = head.appendChild(document.createElement('span'));
+    title.className = 'nbchat-proposal-title';
+    title.textContent = 'Proposed edit, being written…';
+    const base = new Set(cell.model.sharedModel.getSource().split('\n'));
+    const kind = cell.model.type === 'code' ? 'code' : cell.model.type;
+    this.view = new EditorView({
+      state: EditorState.create({ extensions: [...readOnly(), languageFor(panel, kind, cell), newLines(base)] })
+    });
+    this.node.appendChild(this.view.dom);
+    this.node.addEventListener('mousedown', event => event.stopPropagation());
+  }
+
+  /** Show `text`, the source so far: only what changed since the last is given to the view. */
+  grow(text: string): void {
+    const old = this.text;
+    const most = Math.min(old.length, text.length);
+    let same = 0;
+    while (same < most && old.charCodeAt(same) === text.charCodeAt(same)) {
+      same++;
+    }
+    if (same < old.length || same < text.length) {
+      this.view.dispatch({ changes: { from: same, to: old.length, insert: text.slice(same) } });
+    }
+    this.text = text;
+  }
+
+  place(later: () => void): void {
+    if (this.cell.isDisposed) {
+      this.parent = null;
+    } else if (this.cell.isPlaceholder()) {
+      void this.cell.ready.then(later);
+    } else {
+      attach(this.cell, this, 'after-input');
+    }
+  }
+
+  dispose(): void {
+    if (!this.isDisposed) {
+      this.view.destroy();
+    }
+    super.dispose();
+  }
+}
+
+/** Lines of the text that are none of `base`'s, marked; only those in sight are looked at. */
+function newLines(base: Set<string>): Extension {
+  const mark = Decoration.line({ class: 'nbchat-changed-line' });
+  const build = (view: EditorView): DecorationSet => {
+    const builder = new RangeSetBuilder<Decoration>();
+    const doc = view.state.doc;
+    for (const { from, to } of view.visibleRanges) {
+      for (let n = doc.lineAt(from).number, last = doc.lineAt(to).number; n <= last; n++) {
+        const line = doc.line(n);
+        if (!base.has(line.text)) {
+          builder.add(line.from, line.from, mark);
+        }
+      }
+    }
+    return builder.finish();
+  };
+  return ViewPlugin.define(
+    view => ({
+      decorations: build(view),
+      update(update: ViewUpdate) {
+        if (update.docChanged || update.viewportChanged) {
+          this.decorations = build(update.view);
+        }
+      }
+    }),
+    { decorations: plugin => plugin.decorations }
+  );
+}
+
+function isStreaming(value: unknown): value is Streaming & { op: 'streaming' } {
+  const s = value as Streaming & { op: 'streaming' };
+  return (
+    !!s &&
+    s.op === 'streaming' &&
+    (s.thread === null || Number.isInteger(s.thread)) &&
+    typeof s.call_id === 'string' &&
+    typeof s.cell_id === 'string' &&
+    typeof s.proposed === 'string'
+  );
 }
 
 /** The kernel's chunks as the diff's changes, each refined to words inside its own lines. */

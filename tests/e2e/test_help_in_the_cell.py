@@ -7,8 +7,10 @@ Explain answers there, Fix asks the notebook agent for an ``edit_cell``
 proposal on the cell, drawn on it and waiting for Accept. Ctrl+I in a cell's
 editor opens a one-line box; Enter asks about the cell (or the selected lines)
 and the proposal that answers takes the keyboard: Enter accepts, Escape
-rejects. What lands is read from the page's notebook model, what was asked
-from the scripted model server's recorded requests.
+rejects. While the model writes the ``edit_cell`` call, its source grows on the
+cell, to read only, until the stored proposal takes its place. What lands is
+read from the page's notebook model, what was asked from the scripted model
+server's recorded requests.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ EXPLANATION = "The column is called revenue, not revenu: a KeyError names the mi
 LINES = "total = 1\ntotal += 2\ntotal += 3\nprint(total)"
 ASKED = "total = 1 + 2\ntotal += 3\nprint(total)\n"
 OTHER = "name = 'kept'\nprint(name)  # byte for byte\n"
+GROWN = "".join(f"total_{n} = {n} * 2  # line {n}\n" for n in range(30))  # ~4 s in 8-char pieces
 HOSTILE = ("# <img src=x onerror=window.__pwned=1>\n"
            "name = 'abc\u202edcba'  # a bidi override\n"
            + "".join(f"line_{n} = {n}\n" for n in range(10_000)))  # fmt: skip
@@ -392,5 +395,116 @@ def test_a_hostile_proposal_is_inert_marked_and_escape_rejects_it(
     page.wait_for_function("() => true", timeout=10_000)  # the page answers
     page.keyboard.press("Escape")
     expect(page.locator(".nbchat-proposal")).to_have_count(0, timeout=30_000)
+    assert source_of(nb, ids[1]) == "x = 1\n"
+    assert page.evaluate("() => window.__pwned") is None
+
+
+def streaming_on(nb: NotebookPage, index: int) -> Locator:
+    return nb.cell(index).locator(".nbchat-streaming-edit")
+
+
+def drawn_text(nb: NotebookPage, index: int) -> str:
+    """The text of the edit drawn while it streams ("" when none is drawn)."""
+    view = streaming_on(nb, index).locator(".cm-content")
+    return view.first.inner_text() if view.count() else ""
+
+
+def is_prefix_drawn(drawn: str, whole: str) -> bool:
+    """Whether ``drawn`` (lines as the page shows them) is how the start of ``whole`` looks."""
+    lines, expected = drawn.split("\n"), whole.split("\n")
+    return lines[:-1] == expected[: len(lines) - 1] and \
+        expected[len(lines) - 1].startswith(lines[-1])  # fmt: skip
+
+
+def test_ctrl_i_the_proposal_grows_on_the_cell_while_it_streams_then_enter_lands_it(
+    notebook, scripted_server: ScriptedServer, tmp_path: Path
+):
+    nb, ids = open_asking(notebook, scripted_server, tmp_path, [LINES, "# end"],
+                          lambda ids: [
+        Reply(tool_calls=[("edit_cell", {"cell_id": ids[1], "source": GROWN, "why": "Grown."})],
+              when="grow the first two", times=1, delay=0.03),
+        Reply("Done.", after_tool="edit_cell"),
+    ])  # fmt: skip
+    page = nb.page
+    select_lines(nb, 1, 0, 2)
+    page.keyboard.press("Control+i")
+    ask_box(nb, 1).fill("grow the first two lines")
+    ask_box(nb, 1).press("Enter")
+    growing = streaming_on(nb, 1)
+    samples = [wait_until(lambda: len(drawn_text(nb, 1)) > 20 and drawn_text(nb, 1),
+                          "the edit drawn as it streams", nb)]  # fmt: skip
+    nb.screenshot("1-streaming")
+    samples.append(wait_until(lambda: len(t := drawn_text(nb, 1)) > len(samples[0]) + 40 and t,
+                              "the drawn edit grown", nb))  # fmt: skip
+    assert edit_on(nb, 1).count() == 0, "the call was complete before two samples"
+    assert len(samples[1]) < len(GROWN) - 40  # still being written
+    for sample in samples:
+        assert is_prefix_drawn(sample, GROWN), sample
+    # Only to read: no button, nothing focusable to accept it, nothing landed.
+    assert growing.locator("button, input").count() == 0
+    expect(growing.locator(".nbchat-proposal-title")).to_have_text("Proposed edit, being written…")
+    assert growing.locator(".nbchat-changed-line").count() > 0  # its new lines marked
+    assert source_of(nb, ids[1]) == LINES
+
+    view = edit_on(nb, 1)
+    expect(view).to_be_focused(timeout=30_000)  # the stored proposal, which takes the keyboard
+    expect(growing).to_have_count(0)  # in place of the streamed drawing
+    expect(view.locator(".nbchat-chunk-control").first).to_be_visible()  # the merge view
+    nb.screenshot("2-stored")
+    page.keyboard.press("Enter")
+    wait_until(lambda: source_of(nb, ids[1]) == GROWN, "Enter landed the final proposal", nb)
+    expect(page.locator(".nbchat-proposal, .nbchat-streaming-edit")).to_have_count(0,
+                                                                                   timeout=30_000)
+    assert source_of(nb, ids[1]) == GROWN  # exactly the proposal
+
+
+def test_a_hostile_streamed_edit_is_inert_and_goes_when_the_turn_fails(
+    notebook, scripted_server: ScriptedServer, tmp_path: Path
+):
+    nb, ids = open_asking(notebook, scripted_server, tmp_path, ["x = 1\n", "# end"],
+                          lambda ids: [
+        # Written up to the bidi line, a pause, then the 10,000 lines at once.
+        Reply(tool_calls=[("edit_cell", {"cell_id": ids[1], "source": HOSTILE,
+                                         "why": "<img src=x onerror=window.__pwned=2>"})],
+              when="make it long", times=1, stall_after=20, stall=6),
+        Reply("Done.", after_tool="edit_cell"),
+        # The second question's call is cut off by a failure mid-stream.
+        Reply(tool_calls=[("edit_cell", {"cell_id": ids[1], "source": HOSTILE, "why": "x"})],
+              when="again", times=1, delay=0.02, error_after=40),
+    ])  # fmt: skip
+    page = nb.page
+    nb.cell(1).locator(".cm-line").first.click()
+    page.keyboard.press("Control+i")
+    ask_box(nb, 1).fill("make it long")
+    page.keyboard.press("Enter")
+    growing = streaming_on(nb, 1)
+    wait_until(lambda: "dcba" in drawn_text(nb, 1), "the hostile lines drawn as they stream", nb)
+    assert "onerror=window.__pwned=1" in drawn_text(nb, 1)
+    assert edit_on(nb, 1).count() == 0  # the call is not complete yet
+    assert page.evaluate("() => window.__pwned") is None
+    made = growing.locator("img:not(.cm-widgetBuffer), img[src], [onerror]")
+    assert made.count() == 0, made.evaluate_all("els => els.map(e => e.outerHTML)")
+    titles = growing.locator(".cm-specialChar").evaluate_all("els => els.map(e => e.title)")
+    assert "Control character right-to-left override" in titles, titles
+    assert growing.locator("button").count() == 0
+    nb.screenshot("1-hostile-streaming")
+
+    view = edit_on(nb, 1)
+    expect(view).to_be_focused(timeout=60_000)  # all 10,000 lines came: the stored proposal
+    expect(growing).to_have_count(0)
+    assert page.evaluate("() => window.__pwned") is None
+    page.keyboard.press("Escape")
+    expect(page.locator(".nbchat-proposal")).to_have_count(0, timeout=30_000)
+    assert source_of(nb, ids[1]) == "x = 1\n"
+
+    nb.cell(1).locator(".cm-line").first.click()
+    page.keyboard.press("Control+i")
+    ask_box(nb, 1).fill("again")
+    page.keyboard.press("Enter")
+    wait_until(lambda: drawn_text(nb, 1), "the second edit drawn as it streams", nb)
+    expect(growing).to_have_count(0, timeout=30_000)  # the turn failed: the drawing went
+    expect(side(page)).to_contain_text("error mid-stream", timeout=30_000)
+    time.sleep(1)
+    expect(page.locator(".nbchat-proposal, .nbchat-streaming-edit")).to_have_count(0)
     assert source_of(nb, ids[1]) == "x = 1\n"
     assert page.evaluate("() => window.__pwned") is None

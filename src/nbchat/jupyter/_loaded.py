@@ -8,11 +8,13 @@ They find what they need here, never in IPython's magics registry.
 
 from __future__ import annotations
 
+import contextlib
 import weakref
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 __all__ = ["Loaded", "asked", "asking", "chat_of", "hand_over", "loaded_in", "notebook_chat_of",
-           "on_turn_end", "turn_ended"]
+           "on_turn_end", "on_turn_events", "TurnWatcher", "turn_ended", "watched"]
 
 
 class Loaded(Protocol):
@@ -91,3 +93,51 @@ def turn_ended() -> None:
     for callback in list(_TURN_ENDED):
         callback()
 
+
+
+class TurnWatcher(Protocol):
+    """What reads a turn's events as they stream (the page's growing edits)."""
+
+    def on(self, event: Any) -> None:
+        """One event of the turn, before it is shown."""
+
+    def end(self) -> None:
+        """The turn's events ended (also on an error or an interrupt)."""
+
+
+_TURN_WATCHERS: list[Callable[[], TurnWatcher | None]] = []
+
+
+def on_turn_events(start: Callable[[], TurnWatcher | None], remove: bool = False) -> None:
+    """Show each turn the panel streams to ``start()``'s watcher (None: not this turn)."""
+    if remove:
+        _TURN_WATCHERS.remove(start)
+    else:
+        _TURN_WATCHERS.append(start)
+
+
+def watched(events: Iterable[Any]) -> Iterator[Any]:
+    """A turn's events passed on as they come, each seen first by the watchers.
+
+    One registered during the turn (its first question loads the notebook tools,
+    which register theirs) starts watching from the next event.
+    """
+    watchers: list[TurnWatcher] = []
+    started = 0
+    try:
+        for event in events:
+            while started < len(_TURN_WATCHERS):
+                watcher = _TURN_WATCHERS[started]()
+                started += 1
+                if watcher is not None:
+                    watchers.append(watcher)
+            for watcher in watchers:
+                watcher.on(event)
+            yield event
+    finally:
+        for watcher in watchers:
+            with contextlib.suppress(Exception):  # a watcher must never break the turn
+                watcher.end()
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()  # a stopped turn's generator: the engine records the interruption

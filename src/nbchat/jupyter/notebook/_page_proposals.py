@@ -9,6 +9,9 @@ with their offsets, so the page's diff has the chunks the kernel lands. The
 kernel starts telling once it has the notebook tools (the first ``--agent``
 question or answer to one): a plain question loads none of this.
 
+While the side panel's model writes an ``edit_cell`` call, the page is sent the
+cell's new source as it grows (:mod:`._streamed_proposals`), to draw, not answer.
+
 The page answers ``{"op": "answer", "thread", "call_id", "value"}`` (``value``
 as ``%chat --answer`` takes it: ``accept``, ``{"action": "accept", "chunks":
 [1, 3]}``, ``reject``). The answer goes through the call's prompt where one is
@@ -27,9 +30,10 @@ from ...agents.gate import TOOL_PREFIX
 from ...base.errors import NbchatError
 from ...context.cell_tools import CELL_TOOLS, proposed_text
 from ...context.proposals import chunks
-from .._loaded import chat_of, notebook_chat_of, on_turn_end
+from .._loaded import chat_of, notebook_chat_of, on_turn_end, on_turn_events
 from ..agents._kernel import is_mine
 from ._lab_bridge import NotebookBridge, register_target
+from ._streamed_proposals import StreamedEdits
 
 _WATCHED: set[int] = set()
 AGENT_TOOLS = tuple(TOOL_PREFIX + tool for tool in ("insert_cell", "edit_cell", "delete_cell",
@@ -45,6 +49,7 @@ def watch(shell: Any) -> None:
     NotebookBridge.on_op("hello", lambda data: publish(shell))
     shell.events.register("post_run_cell", lambda result: publish(shell))
     on_turn_end(lambda: publish(shell))  # the panel's turns run in no cell
+    on_turn_events(lambda: _streamed(shell))  # edits drawn as they are written
     register_target()  # a reloaded page opens its own comm here
     bridge = NotebookBridge.for_kernel()
     if bridge is not None:
@@ -87,6 +92,19 @@ def publish(shell: Any) -> None:
         return
     with contextlib.suppress(Exception):  # a damaged store must not break every cell run
         bridge.notify({"op": "proposals", "proposals": waiting(chat_of(shell))})
+
+
+def _streamed(shell: Any) -> StreamedEdits | None:
+    """What sends a panel's turn's edit calls to the page as they are written.
+
+    Made in a kernel even before a page has answered: the turn that loads the
+    notebook tools opens the connection, and the page answers while it streams
+    (until then, :meth:`NotebookBridge.notify` drops what is sent).
+    """
+    bridge = NotebookBridge.for_kernel()
+    if bridge is None:
+        return None
+    return StreamedEdits(bridge.notify, lambda: publish(shell))
 
 
 def _answer(shell: Any, data: dict[str, Any]) -> None:

@@ -44,7 +44,7 @@ from ...engine._preview import Preview
 from ...engine._usage import Price, dollars, parse_prices, prices_from_env
 from ...engine.chat import Chat
 from ...store.base import ThreadInfo
-from .._loaded import asking, turn_ended
+from .._loaded import asking, turn_ended, watched
 from ..cell._preview_view import preview_html
 from ..cell.prompts import (
     OutputHandle,
@@ -457,7 +457,7 @@ class ChatPanel(FollowingPanel):
                 # Live even when no person clicked: widget state is not what nbval
                 # compares, and only a live renderer offers the prompts of a suspension.
                 result = render_turn(
-                    events, mode="live", handle=self.live,  # type: ignore[arg-type]
+                    watched(events), mode="live", handle=self.live,  # type: ignore[arg-type]
                     chat=self._asking or self.chat,
                     prompts=show_tool_prompts,
                 )
