@@ -251,3 +251,18 @@ def test_a_watcher_registered_during_the_turn_watches_from_then_on():
     assert sent[-1] == {"op": "streamed", "call_ids": ["call_1"]}
     assert {"op": "streaming", "thread": None, "call_id": "call_1", "cell_id": "c-1",
             "proposed": "d = 4\n"} in sent  # fmt: skip
+
+
+def test_the_cell_renderer_and_the_terminal_show_a_turn_the_same_with_its_call_pieces(capsys):
+    from nbchat.__main__ import print_events
+    from nbchat.jupyter.cell.render import render_turn
+
+    whole = list(turn({"cell_id": "c-1", "source": "e = 5\n"}))
+    plain = [e for e in whole if type(e) is not ToolCallDelta]
+    assert len(plain) < len(whole)
+    shown = []
+    for events in (whole, plain):
+        result = render_turn(iter(events), mode="text")
+        print_events(iter(events))
+        shown.append((capsys.readouterr().out, result.status, result.text))
+    assert shown[0] == shown[1]
