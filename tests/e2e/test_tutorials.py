@@ -239,6 +239,16 @@ def _check_notebook_agent(code: list[dict[str, Any]], cells: list[dict[str, Any]
     assert 'sales = pd.read_csv("sales.csv")\n\nsales.head()' in last and "monthly.plot" in last
 
 
+def _check_agents_in_the_chat(code: list[dict[str, Any]], cells: list[dict[str, Any]]) -> None:
+    [(model, said)] = _answers(_outputs_of(code, "%chat --with scripted"))
+    assert model == "agent:scripted" and said.startswith("It sums the sales of each city")
+    assert [text for _, text in _answers(_outputs_of(code, "%chat --answer allow"))] == [
+        "I will keep a note of that. The note is written."]
+    notes = [cell for cell in code if cell["source"].startswith('print(open("agent-notes')]
+    shown = ["".join(_plain(o) for o in cell["outputs"]) for cell in notes]
+    assert shown == ["Sales are summed by city.\n\n"] * 2  # the reject changed nothing
+
+
 CHECKS = {
     "01-quickstart.ipynb": _check_quickstart,
     "02-chat-history.ipynb": _check_history,
@@ -247,4 +257,5 @@ CHECKS = {
     "05-mcp-tools.ipynb": _check_mcp_tools,
     "06-outside-agents.ipynb": _check_outside_agents,
     "07-notebook-agent.ipynb": _check_notebook_agent,
+    "08-agents-in-the-chat.ipynb": _check_agents_in_the_chat,
 }

@@ -38,6 +38,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from .mcp_server import user_config, write_config
+
 SCRIPT_ENV = "SCRIPTED_ACP_SCRIPT"
 PIDS_ENV = "SCRIPTED_ACP_PIDS"
 
@@ -176,7 +178,8 @@ class ScriptedAgent:
         call_id = uuid.uuid4().hex[:12]
         path = Path(self.sessions[session_id]["cwd"]) / str(write["path"])
         title = str(write.get("title", f"Write {write['path']}"))
-        diff = acp.tool_diff_content(str(path), str(write["content"]), None)
+        old = path.read_text(encoding="utf-8") if path.is_file() else None
+        diff = acp.tool_diff_content(str(write["path"]), str(write["content"]), old)
         if write.get("ask", True):
             options = [PermissionOption(option_id="allow", name="Allow", kind="allow_once"),
                        PermissionOption(option_id="always", name="Always allow",
@@ -213,6 +216,33 @@ class ScriptedAgent:
             result = await mcp.call_tool(call["tool"], call.get("arguments", {}))
         texts = [getattr(part, "text", "") for part in result.content]
         return "\n".join(text for text in texts if text)
+
+
+def add_to_config(name: str, turns: list[dict[str, Any]]) -> str:
+    """Add this agent, playing ``turns``, to your ``<jupyter config dir>/nbchat/agents.json``.
+
+    The script goes to a file of its own beside it; other agents in the file
+    are kept. Undo with :func:`remove_from_config`. The file's path.
+    """
+    import tempfile
+
+    path, data = user_config("agents.json")
+    handle, script = tempfile.mkstemp(suffix=".json", prefix=f"acp-{name}-")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        json.dump({"turns": turns}, out)
+    entry = {"command": sys.executable, "args": ["-m", "nbchat.testing.acp_agent", script]}
+    data.setdefault("agentServers", {})[name] = entry
+    write_config(path, data)
+    return path
+
+
+def remove_from_config(name: str) -> None:
+    """Take the agent ``name`` out of your ``agents.json`` again (and its script)."""
+    path, data = user_config("agents.json")
+    entry = data.get("agentServers", {}).pop(name, None)
+    if entry and entry.get("args", [""])[-1].endswith(".json"):
+        Path(entry["args"][-1]).unlink(missing_ok=True)
+    write_config(path, data)
 
 
 def main(argv: list[str] | None = None) -> None:

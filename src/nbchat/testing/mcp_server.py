@@ -175,32 +175,34 @@ def add_to_config(name: str = "demo", **entry: Any) -> str:
 
     Other servers in the file are kept. Undo with :func:`remove_from_config`.
     """
-    path, data = _user_config()
+    path, data = user_config()
     data.setdefault("mcpServers", {})[name] = config_entry(**entry)
-    _write(path, data)
+    write_config(path, data)
     return path
 
 
 def remove_from_config(name: str = "demo") -> None:
     """Take the server ``name`` out of your ``mcp.json`` again."""
-    path, data = _user_config()
+    path, data = user_config()
     data.get("mcpServers", {}).pop(name, None)
-    _write(path, data)
+    write_config(path, data)
 
 
-def _user_config() -> tuple[str, dict[str, Any]]:
+def user_config(name: str = "mcp.json") -> tuple[str, dict[str, Any]]:
+    """Your ``<jupyter config dir>/nbchat/NAME`` file: its path, and what it holds ({} if none)."""
     import json
 
     from jupyter_core.paths import jupyter_config_dir
 
-    path = os.path.join(jupyter_config_dir(), "nbchat", "mcp.json")
+    path = os.path.join(jupyter_config_dir(), "nbchat", name)
     if not os.path.exists(path):
         return path, {}
     with open(path, encoding="utf-8") as file:
         return path, json.load(file)
 
 
-def _write(path: str, data: dict[str, Any]) -> None:
+def write_config(path: str, data: dict[str, Any]) -> None:
+    """Write ``data`` as the JSON file ``path`` (its folder made if need be)."""
     import json
 
     os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -38,6 +38,15 @@ def host_for(store: Store) -> AcpHost:
     return host
 
 
+def hosted_agents() -> AcpHost:
+    """The coding agents this kernel hosts for ``%chat --with``: close them, or look at them."""
+    from IPython import get_ipython
+
+    from .._loaded import chat_of
+
+    return host_for(chat_of(get_ipython()).store)
+
+
 def ask_agent(magics: Any, opts: Any, text: str, name: str) -> Any:
     """``--with NAME QUESTION`` (or a question in an agent's thread): the agent's turn, shown."""
     if not text:
