@@ -253,7 +253,7 @@ def compare_turns(name: str, entry: dict[str, Any], question: str, turns: int, r
     finally:
         host.close()
         bare.end()
-    diffs = [h - b for h, b in zip(hosteds, bares)]
+    diffs = [h - b for h, b in zip(hosteds, bares, strict=True)]
     return {"name": name, "bare": bares, "hosted": hosteds, "diffs": diffs, "store": stored,
             "chars": len(texts.pop())}  # fmt: skip
 
@@ -273,7 +273,6 @@ def scripted_entry(script: Path) -> dict[str, Any]:
 def adapter_turns(names: list[str], turns: int, root: Path) -> list[dict[str, Any]]:
     """The real adapters, each against the scripted model server (skipped when not installed)."""
     from acp_adapters import SERVED_MODELS, adapter_binary, launch
-
     from nbchat.testing import Reply, ScriptedServer
 
     results = []
