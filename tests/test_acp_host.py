@@ -233,3 +233,15 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def test_a_later_start_resumes_the_agents_session(host, tmp_path):
+    configure(tmp_path, [])
+    thread = host.new_thread("scripted")
+    ask(host, thread, "hello")
+    first = host.store.get(thread).settings["acp"]["session"]
+    host.close()  # as a kernel restart does
+    assert ask(host, thread, "hello again")[-1].status == "complete"
+    assert host.store.get(thread).settings["acp"]["session"] == first  # session/load, same id
+    assert [t.answer for t in host.store.get(thread).turns] == [
+        "You asked: hello", "You asked: hello again"]

@@ -15,6 +15,7 @@ from typing import Any
 
 from . import _visible
 
+HOSTED_MODEL = "agent:"  # a hosted coding agent's threads and turns: "agent:claude"
 
 class RecordError(ValueError):
     """A record read back from a store or the wire is not one nbchat wrote."""

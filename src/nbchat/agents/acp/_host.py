@@ -40,7 +40,7 @@ from ...base.events import (
     TurnFinished,
     TurnStarted,
 )
-from ...base.records import AnsweredCall, PendingCall, Prompt, ToolCall
+from ...base.records import HOSTED_MODEL, AnsweredCall, PendingCall, Prompt, ToolCall
 from ...engine._answer import Answer
 from ...llm._stop import StopSignal
 from ...store.base import Store, Thread
@@ -49,7 +49,6 @@ from ._session import AgentSession, Done, Permission
 from ._specs import AgentSpec, find_agent
 from ._updates import TurnState, events_for
 
-MODEL_PREFIX = "agent:"
 CHECKPOINT_SECONDS = 1.0  # how often a streaming turn's text is written to the store
 STOP_SECONDS = 5.0  # how long a stopped turn waits for the agent to say it stopped
 POLL = 0.1  # seconds between looks at the inbox (an interrupt arrives between them)
@@ -84,7 +83,7 @@ class AcpHost:
         """A new thread for the agent ``name`` (checked first: installed, allowed)."""
         spec = find_agent(name)
         return self.store.new_thread(
-            MODEL_PREFIX + name, title=title[:200],
+            HOSTED_MODEL + name, title=title[:200],
             settings={"acp": {"agent": name, "label": spec.label, "session": "",
                               "host": host_key()}},
         )  # fmt: skip

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from ...base.errors import AgentError, InputError
+from ...base.errors import AgentError, InputError, NbchatError
+from ...base.policy import ENV_AGENTS
 
 if TYPE_CHECKING:
     from ...agents.acp import AcpHost
@@ -97,9 +98,18 @@ def _nbchat_mcp(store: Store, thread_id: int) -> tuple[list[Any], Any]:
         print("This kernel's Jupyter server is not known (nbclient, a terminal): the agent "
               "gets no notebook tools of nbchat's; it still asks before it acts.")
         return [], None
+    if os.environ.get(ENV_AGENTS, "").strip().lower() in ("off", "0", "false", "no"):
+        print(f"{ENV_AGENTS} turns nbchat's MCP endpoint off: the agent gets no notebook tools "
+              "of nbchat's; it still asks before it acts.")
+        return [], None
     tokens = TokenStore(store.user)
-    minted = tokens.mint(f"hosted agent, thread {thread_id}", paths=[scope],
-                         classes=("read", "edit", "execute"), days=1, approve="read-only")
+    try:
+        minted = tokens.mint(f"hosted agent: thread {thread_id}", paths=[scope],
+                             classes=("read", "edit", "execute"), days=1, approve="read-only")
+    except NbchatError as error:  # the token folder: the agent goes on without the tools
+        print(f"The agent gets no notebook tools of nbchat's ({error}); it still asks before "
+              "it acts.")
+        return [], None
     header = HttpHeader(name="Authorization", value=f"Bearer {minted.secret}")
 
     def revoke() -> None:

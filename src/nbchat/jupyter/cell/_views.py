@@ -16,6 +16,7 @@ from typing import Any, Literal
 from ...base import markup
 from ...base.content import context_line
 from ...base.markup import SafeHTML
+from ...base.records import HOSTED_MODEL
 from ...engine._compaction import current_summary
 from ...engine._endings import BUDGET_REASON
 from ...store.base import SearchHit, Thread, ThreadInfo, Turn
@@ -70,6 +71,9 @@ def answer_markdown(turn: Turn) -> str:
     (or written to a file through :func:`nbchat.base.markup.markdown_source`).
     """
     answers = {done.call_id: done for done in turn.answered}
+    agent = (turn.model or "").startswith(HOSTED_MODEL)  # a hosted agent: what ran is the audit
+    names = {call["id"]: call["function"]["name"] for message in turn.messages
+             for call in message.get("tool_calls") or () if agent}  # fmt: skip
     parts: list[str] = []
     for message in turn.messages:
         if message.get("role") == "assistant":
@@ -79,9 +83,14 @@ def answer_markdown(turn: Turn) -> str:
             question = markup.escape_inline(done.question)
             answer = markup.escape_inline(done.shown)
             parts.append(f"> *{question}* → **{answer}**" if question else f"> **{answer}**")
+        elif message.get("role") == "tool" and message.get("tool_call_id") in names:
+            outcome = str(message.get("content") or "").split("\n", 1)[0]
+            name = markup.escape_inline(str(names[message["tool_call_id"]]))
+            parts.append(f"> {markup.MARK_TOOL} {name} → {markup.escape_inline(outcome)}")
     text = "\n\n".join(part for part in parts if part)
     # Messages are written when a turn ends; while it streams, only the answer is.
     return text if text and turn.status != "streaming" else turn.answer
+
 
 
 Kind = Literal["title", "dim", "label", "markdown", "reasoning"]

@@ -30,7 +30,7 @@ from IPython.core.magic import line_cell_magic, magics_class, no_var_expand
 from ...base import markup
 from ...base._notices import set_notifier
 from ...base._secrets import Scrubbed, noting_scrubs
-from ...base.errors import NbchatError, OverBudget, StaleProposal
+from ...base.errors import NbchatError, OverBudget, StaleProposal, ThreadNotFound
 from .._loaded import hand_over
 from ..cell.render import Mode, RenderResult, TurnRenderer, detect_mode, execution_marker
 from . import _context as _magic_context
@@ -246,9 +246,12 @@ class ChatMagics(ChatSettings):
         """The agent whose session the thread asked in is (-t, else the current one), if any."""
         thread_id = opts.thread if opts.thread is not None else (
             None if opts.new or opts.history is not None else self.thread_id)  # fmt: skip
-        if thread_id is None:
+        if thread_id is None or (opts.new and opts.thread is not None):
+            return None  # the question's own checks say what is wrong
+        try:
+            acp = (self.chat.store.get(thread_id).settings or {}).get("acp")
+        except ThreadNotFound:
             return None
-        acp = (self.chat.store.get(thread_id).settings or {}).get("acp")
         return str(acp.get("agent")) if isinstance(acp, dict) else None
 
     def _cmd_error(self, opts: Any, text: str) -> RenderResult | None:
