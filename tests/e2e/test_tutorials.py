@@ -243,7 +243,7 @@ def _check_agents_in_the_chat(code: list[dict[str, Any]], cells: list[dict[str, 
     [(model, said)] = _answers(_outputs_of(code, "%chat --with scripted"))
     assert model == "agent:scripted" and said.startswith("It sums the sales of each city")
     assert [text for _, text in _answers(_outputs_of(code, "%chat --answer allow"))] == [
-        "I will keep a note of that. The note is written."]
+        "The note is written."]
     notes = [cell for cell in code if cell["source"].startswith('print(open("agent-notes')]
     shown = ["".join(_plain(o) for o in cell["outputs"]) for cell in notes]
     assert shown == ["Sales are summed by city.\n\n"] * 2  # the reject changed nothing
