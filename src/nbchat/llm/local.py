@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 from filelock import FileLock, Timeout
 
 from ..base._notices import notify
+from ..base._pids import pid_exists
 from ..base.config import (
     ENV_JUPYTER_RUNTIME_DIR,
     ENV_LOCAL_MODEL,
@@ -322,17 +323,9 @@ def _is_server_process(pid: int, port: int) -> bool:
         except OSError:
             return False
         return _LAUNCHER.encode() in args and str(port).encode() in args
-    return _pid_exists(pid)
+    return pid_exists(pid)
 
 
-def _pid_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _probe(port: int, timeout: float = 2.0) -> str:
@@ -478,7 +471,7 @@ def _terminate(pid: int) -> None:
         return
     deadline = time.monotonic() + STOP_TIMEOUT
     while time.monotonic() < deadline:
-        if (child.poll() is not None) if child is not None else not _pid_exists(pid):
+        if (child.poll() is not None) if child is not None else not pid_exists(pid):
             return
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError):

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ...base._pids import pid_exists, started
 from ...base.errors import AgentError, AgentGone
 from ...base.events import (
     Event,
@@ -57,7 +58,7 @@ McpFor = Callable[[int], tuple[list[Any], Callable[[], None] | None]]
 
 def host_key() -> str:
     """This process, as a thread's settings name its host: machine, pid and start time."""
-    return f"{socket.gethostname()}:{os.getpid()}:{_started(os.getpid())}"
+    return f"{socket.gethostname()}:{os.getpid()}:{started(os.getpid())}"
 
 
 def is_hosted(thread: Thread) -> bool:
@@ -364,25 +365,10 @@ def _title(question: str) -> str:
     return words if len(words) <= 60 else words[:59].rstrip() + "…"
 
 
-def _started(pid: int) -> str:
-    """A process's start time (Linux), so a reused pid is not taken for the same process."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[19].decode()
-    except (OSError, IndexError):
-        return ""
-
-
 def _host_alive(host: str) -> bool:
     """Whether the process a thread's settings name as its host still runs, here."""
     machine, _, rest = host.partition(":")
-    pid, _, started = rest.partition(":")
+    pid, _, when = rest.partition(":")
     if machine != socket.gethostname() or not pid.isdigit():
         return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return _started(int(pid)) == started
+    return pid_exists(int(pid)) and started(int(pid)) == when

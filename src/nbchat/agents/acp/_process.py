@@ -19,6 +19,8 @@ import time
 from collections import deque
 from collections.abc import Mapping
 
+from ...base._pids import is_running
+
 STREAM_LIMIT = 64 * 1024 * 1024  # ACP lines (a whole file's diff) pass asyncio's 64 KiB default
 STDERR_LINES = 40  # the last lines kept to explain a failed start
 GRACE = 1.5  # seconds between SIGTERM and SIGKILL
@@ -83,24 +85,7 @@ def end_tree(pid: int) -> None:
                 os.kill(member, sig)
         deadline = time.monotonic() + GRACE
         while time.monotonic() < deadline:
-            tree = {member for member in tree if _alive(member)}
+            tree = {member for member in tree if is_running(member)}
             if not tree:
                 return
             time.sleep(0.02)
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` still runs (a zombie, ended but not yet reaped by its parent, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    if sys.platform.startswith("linux"):
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as stat:
-                return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-        except OSError:
-            return False
-    return True
