@@ -131,7 +131,12 @@ def test_always_is_kept_per_agent_and_kind_within_the_cap(host, tmp_path, monkey
     assert not [e for e in events if isinstance(e, ToolCallPending)]
     assert (tmp_path / "notes.txt").exists()
     assert "remembered" in json.dumps(host.store.get(thread).turns[-1].messages)
-    # Under the administrator's cap "always", nothing is allowed for good.
+    (tmp_path / "notes.txt").unlink()
+    another = host.new_thread("scripted")  # the same agent in another thread: kept too
+    assert not [e for e in ask(host, another, "write the notes")
+                if isinstance(e, ToolCallPending)]  # fmt: skip
+    assert (tmp_path / "notes.txt").exists()
+    # Under the administrator's cap "always", nothing is allowed for good, even what was.
     monkeypatch.setenv("NBCHAT_MAX_APPROVAL", "always")
     other = host.new_thread("scripted")
     ask(host, other, "write the notes")

@@ -75,6 +75,7 @@ class AcpHost:
         self.cwd = cwd or os.getcwd()
         self.mcp_for = mcp_for  # the MCP servers (nbchat's own) a new session is handed
         self._sessions: dict[int, AgentSession] = {}
+        self._always: dict[str, set[str]] = {}  # by agent: the tool kinds allowed for good
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
         self.tool = AcpPermission()
@@ -209,7 +210,8 @@ class AcpHost:
         if found is not None and found.alive:
             return found
         spec: AgentSpec = find_agent(_agent(thread))
-        session = AgentSession(spec, thread.id, self._ensure_loop())
+        session = AgentSession(spec, thread.id, self._ensure_loop(),
+                               remembered=self._always.setdefault(spec.name, set()))
         mcp_servers, revoke = self.mcp_for(thread.id) if self.mcp_for is not None else ([], None)
         session.revoke = revoke
         resume = str(thread.settings["acp"].get("session", ""))

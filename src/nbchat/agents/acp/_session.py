@@ -23,7 +23,7 @@ from typing import Any
 from ...base._secrets import scrub
 from ...base.errors import AgentError, AgentGone
 from . import _process
-from ._permission import KINDS
+from ._permission import KINDS, is_remembered
 from ._specs import AgentSpec
 from ._updates import SHOWN_MAX, _bounded, _name, _shown
 
@@ -62,7 +62,7 @@ class AgentSession:
     loading: bool = False  # session/load replays the history: not a turn's updates
     can_load: bool = False
     waiting: dict[str, asyncio.Future[str]] = field(default_factory=dict)
-    remembered: set[str] = field(default_factory=set)  # tool kinds allowed for good
+    remembered: set[str] = field(default_factory=set)  # tool kinds allowed for good: the agent's
     revoke: Any = None  # ends what nbchat handed the session (its MCP token)
     conn: Any = None
 
@@ -191,7 +191,8 @@ class AgentSession:
         if not self.alive or not any(k in KINDS for k in kinds):
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         call_id = f"acp-{os.getpid()}-{next(_ids)}"
-        remembered = arguments.get("tool_kind") in self.remembered
+        remembered = arguments.get("tool_kind") in self.remembered and is_remembered(
+            arguments.get("tool_kind"))  # the cap, read again: it may have been set since
         allow = next((o["id"] for o in arguments["options"]
                       if o["kind"] in ("allow_always", "allow_once")), None)  # fmt: skip
         if remembered and allow is not None:
