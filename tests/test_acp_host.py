@@ -250,3 +250,26 @@ def test_a_later_start_resumes_the_agents_session(host, tmp_path):
     assert host.store.get(thread).settings["acp"]["session"] == first  # session/load, same id
     assert [t.answer for t in host.store.get(thread).turns] == [
         "You asked: hello", "You asked: hello again"]
+
+
+def test_each_session_gets_a_token_of_its_own_scoped_and_revoked(tmp_path, monkeypatch):
+    from nbchat.agents.tokens import TokenStore
+    from nbchat.jupyter.agents import _commands, _hosting
+
+    monkeypatch.setattr(_commands, "endpoint_url", lambda: "http://127.0.0.1:1/nbchat/mcp")
+    monkeypatch.setattr(_hosting, "_notebook_scope", lambda: "work/nb.ipynb")
+    store = ThreadStore(tmp_path / "store", "tester")
+    (server,), revoke = _hosting._nbchat_mcp(store, 3)
+    assert server.url == "http://127.0.0.1:1/nbchat/mcp" and server.name == "nbchat"
+    secret = server.headers[0].value.removeprefix("Bearer ")
+    tokens = TokenStore("tester")
+    token = tokens.verify(secret)
+    assert token.paths == ("work/nb.ipynb",) and token.label.startswith("hosted agent: thread 3")
+    (again,), _ = _hosting._nbchat_mcp(store, 3)  # a later session of that thread (a restart)
+    with pytest.raises(Exception, match="revoked"):
+        tokens.verify(secret)  # the earlier session's token no longer works
+    renewed = again.headers[0].value.removeprefix("Bearer ")
+    assert tokens.verify(renewed).is_live
+    monkeypatch.setenv("NBCHAT_AGENTS", "off")
+    assert _hosting._nbchat_mcp(store, 4) == ([], None)  # the endpoint is off: no tools handed
+    revoke()  # the first session's: revoked already, and says nothing

@@ -12,6 +12,8 @@ terminal IPython) the agent gets no notebook tools, and one line says so.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -103,9 +105,14 @@ def _nbchat_mcp(store: Store, thread_id: int) -> tuple[list[Any], Any]:
               "of nbchat's; it still asks before it acts.")
         return [], None
     tokens = TokenStore(store.user)
+    where = hashlib.sha256(store.location().encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    label = f"hosted agent: thread {thread_id} of {where}"
     try:
-        minted = tokens.mint(f"hosted agent: thread {thread_id}", paths=[scope],
-                             classes=("read", "edit", "execute"), days=1, approve="read-only")
+        for old in tokens.tokens():  # an earlier session's (its kernel may have been killed)
+            if old.label == label and old.is_live:
+                tokens.revoke(old.id)
+        minted = tokens.mint(label, paths=[scope], classes=("read", "edit", "execute"), days=1,
+                             approve="read-only")  # fmt: skip
     except NbchatError as error:  # the token folder: the agent goes on without the tools
         print(f"The agent gets no notebook tools of nbchat's ({error}); it still asks before "
               "it acts.")
@@ -113,7 +120,8 @@ def _nbchat_mcp(store: Store, thread_id: int) -> tuple[list[Any], Any]:
     header = HttpHeader(name="Authorization", value=f"Bearer {minted.secret}")
 
     def revoke() -> None:
-        tokens.revoke(minted.token.id)
+        with contextlib.suppress(InputError):  # revoked already (a later session of the thread)
+            tokens.revoke(minted.token.id)
 
     return [HttpMcpServer(type="http", name="nbchat", url=url, headers=[header])], revoke
 
