@@ -273,3 +273,12 @@ def test_each_session_gets_a_token_of_its_own_scoped_and_revoked(tmp_path, monke
     monkeypatch.setenv("NBCHAT_AGENTS", "off")
     assert _hosting._nbchat_mcp(store, 4) == ([], None)  # the endpoint is off: no tools handed
     revoke()  # the first session's: revoked already, and says nothing
+
+
+def test_without_the_sdk_one_line_says_what_to_install(host, tmp_path, monkeypatch):
+    configure(tmp_path, [])
+    thread = host.new_thread("scripted")
+    monkeypatch.setitem(sys.modules, "acp", None)  # as if nbchat[acp] were not installed
+    with pytest.raises(AgentError, match=r'pip install "nbchat\[acp\]"'):
+        host.iter_ask(thread, "hello")
+    assert host.store.get(thread).turns == []  # nothing half-written

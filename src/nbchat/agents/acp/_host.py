@@ -46,7 +46,7 @@ from ...engine._answer import Answer
 from ...llm._stop import StopSignal
 from ...store.base import Store, Thread
 from ._permission import TOOL, AcpPermission, is_remembered, option_for
-from ._session import AgentSession, Done, Permission
+from ._session import AgentSession, Done, Permission, require_sdk
 from ._specs import AgentSpec, find_agent
 from ._updates import TurnState, events_for
 
@@ -210,6 +210,7 @@ class AcpHost:
         if found is not None and found.alive:
             return found
         spec: AgentSpec = find_agent(_agent(thread))
+        require_sdk()
         session = AgentSession(spec, thread.id, self._ensure_loop(),
                                remembered=self._always.setdefault(spec.name, set()))
         mcp_servers, revoke = self.mcp_for(thread.id) if self.mcp_for is not None else ([], None)

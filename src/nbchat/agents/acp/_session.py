@@ -240,6 +240,15 @@ class _Client:
         pass
 
 
+def require_sdk() -> None:
+    """AgentError saying how to install it when the protocol's SDK is not installed."""
+    try:
+        import acp  # noqa: F401
+    except ImportError:
+        raise AgentError("hosting a coding agent needs the Agent Client Protocol's SDK: "
+                         'pip install "nbchat[acp]", then restart the kernel') from None
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
