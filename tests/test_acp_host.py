@@ -282,3 +282,39 @@ def test_without_the_sdk_one_line_says_what_to_install(host, tmp_path, monkeypat
     with pytest.raises(AgentError, match=r'pip install "nbchat\[acp\]"'):
         host.iter_ask(thread, "hello")
     assert host.store.get(thread).turns == []  # nothing half-written
+
+
+def test_a_restarted_kernel_never_offers_the_ended_agents_request(host, tmp_path):
+    configure(tmp_path, [{"when": "write", "steps": WRITE}])
+    thread = host.new_thread("scripted")
+    ask(host, thread, "write the notes")
+    assert len(chat_for(host).pending_calls(thread)) == 1  # its agent waits on it: offered
+    settings = host.store.get(thread).settings
+    host.store.update_thread(thread, settings={**settings, "acp": {**settings["acp"],
+                                                                   "host": "elsewhere:1:0"}})
+    later = AcpHost(host.store, cwd=str(tmp_path))  # the restarted kernel's host
+    try:
+        assert chat_for(later).pending_calls(thread) == []  # not offered with live buttons
+        assert chat_for(later).pending_calls() == []
+        turn = host.store.get(thread).turns[-1]
+        assert turn.status == "interrupted" and turn.answered[0].answer == "cancelled"
+    finally:
+        later.close()
+
+
+def test_the_agents_words_before_a_closed_request_stay_in_its_turn(host, tmp_path):
+    from nbchat.jupyter.cell._views import answer_markdown
+
+    configure(tmp_path, [{"when": "write", "steps": WRITE}])
+    thread = host.new_thread("scripted")
+    ask(host, thread, "write the notes")
+    ask(host, thread, "never mind")  # closes the waiting request as cancelled
+    first, second = host.store.get(thread).turns
+    shown = answer_markdown(first)
+    assert shown.startswith("Writing it.") and "**cancelled**" in shown
+    assert answer_markdown(second) == "You asked: never mind"
+    # A resumed turn keeps its words in order too: before the request, then after it.
+    ask(host, thread, "write the notes")
+    list(chat_for(host).iter_answer_tool_call(thread, "allow"))
+    shown = answer_markdown(host.store.get(thread).turns[-1])
+    assert shown.index("Writing it.") < shown.index("allow\\_once") < shown.index("Done.")

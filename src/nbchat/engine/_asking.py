@@ -73,6 +73,7 @@ class _Asking(_Engine):
 
     store: Store
     window: str | None = None  # "drop" or "summarize"; None: NBCHAT_WINDOW, else "drop"
+    hosted: Any = None  # the coding agents hosted here (Chat's ``hosted``)
 
     def pending_calls(self, thread_id: int | None = None) -> list[PendingCall]:
         """Client-tool calls waiting for an answer, in one thread or in all of them.
@@ -84,8 +85,10 @@ class _Asking(_Engine):
         someone means to answer may be the damaged one.
         """
         if thread_id is not None:
-            return _pending.checked_waiting(self.store, self.toolbox, self.store.get(thread_id))
-        return _pending.all_waiting(self.store, self.toolbox)
+            calls = _pending.checked_waiting(self.store, self.toolbox, self.store.get(thread_id))
+        else:
+            calls = _pending.all_waiting(self.store, self.toolbox)
+        return _pending.without_stale(self.store, calls, self.hosted)
 
     def preview(
         self,

@@ -54,6 +54,23 @@ class Hosted(Protocol):
 
     def resume(self, thread: Thread, call: PendingCall, result: ToolResult) -> Answer: ...
 
+    def sweep(self, thread: Thread) -> None: ...
+
+
+def without_stale(
+    store: Store, calls: list[PendingCall], host: Hosted | Callable[[], Hosted | None] | None
+) -> list[PendingCall]:
+    """``calls`` less an agent's requests no live agent waits on any more (closed as
+    cancelled now, as the host does): a restarted kernel never offers them to answer."""
+    hosted_threads = {c.thread_id for c in calls if is_hosted(store.get(c.thread_id))}
+    hosted = (host() if callable(host) else host) if hosted_threads else None
+    if hosted is None:
+        return calls
+    for thread_id in hosted_threads:
+        hosted.sweep(store.get(thread_id))
+    still = {c.call_id for tid in hosted_threads for c in waiting(store.get(tid))}
+    return [c for c in calls if c.thread_id not in hosted_threads or c.call_id in still]
+
 
 def answer_hosted(
     store: Store, thread: Thread, call: PendingCall,

@@ -267,6 +267,7 @@ class _Record:
         self.store, self.thread_id, self.turn = store, thread_id, turn
         current = store.get(thread_id).turns[turn]
         self.parts: list[str] = [current.answer] if resumed and current.answer else []
+        self.said = len(self.parts)  # the parts some message of the turn already holds
         self.messages: list[dict[str, Any]] = list(current.messages) if resumed else []
         self.reasoning: list[str] = [current.reasoning] if current.reasoning else []
         self.state = TurnState()
@@ -277,12 +278,19 @@ class _Record:
     def text(self) -> str:
         return "".join(self.parts)
 
+    def _said(self, **message: Any) -> dict[str, Any]:
+        """An assistant message with the text the agent wrote since the last one: the
+        turn's messages keep its words in order with its tool calls and requests."""
+        content = "".join(self.parts[self.said:]) or None
+        self.said = len(self.parts)
+        return {"role": "assistant", "content": content, **message}
+
     def on(self, event: Event) -> None:
         if type(event) is TextDelta:
             self.parts.append(event.text)
         elif isinstance(event, ToolResult) and event.call.id != "plan":
             self.messages += [
-                {"role": "assistant", "content": None, "tool_calls": [event.call.to_dict()]},
+                self._said(tool_calls=[event.call.to_dict()]),
                 {"role": "tool", "tool_call_id": event.call.id,
                  "content": ("failed" if event.is_error else "completed") +
                             (f"\n{event.shown}" if isinstance(event.shown, str) and event.shown
@@ -302,8 +310,7 @@ class _Record:
         """Keep the request: waiting in the store (a PendingCall), or the remembered "always"."""
         arguments = {k: v for k, v in item.arguments.items() if k != "auto"}
         call = ToolCall(item.call_id, TOOL, json.dumps(arguments))
-        self.messages.append({"role": "assistant", "content": None,
-                              "tool_calls": [call.to_dict()]})  # fmt: skip
+        self.messages.append(self._said(tool_calls=[call.to_dict()]))
         if item.arguments.get("auto"):  # allowed for good by the person earlier
             self.messages.append({"role": "tool", "tool_call_id": item.call_id,
                                   "content": "allow_always (remembered)"})  # fmt: skip
@@ -323,7 +330,7 @@ class _Record:
                                                                         "complete")  # fmt: skip
         if done.error is not None and status == "complete":
             status = "failed"
-        messages = [*self.messages, {"role": "assistant", "content": self.text}]
+        messages = [*self.messages, self._said()]
         self.store.update_turn(
             self.thread_id, self.turn, answer=self.text, messages=messages, status=status,
             finish_reason=done.stop_reason, reasoning="".join(self.reasoning),
