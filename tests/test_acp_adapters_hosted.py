@@ -175,7 +175,7 @@ def test_a_write_waits_for_the_person_and_reject_leaves_no_file(hosted, server):
     assert list(hosted.launch.cwd.iterdir()) == []
     turn = hosted.turn()
     assert turn.status != "suspended" and not turn.pending
-    assert [a.answer for a in turn.answered] == ["reject_once"]
+    assert [a.answer for a in turn.answered] == ["reject"]
 
 
 def test_allow_writes_the_file_once_and_a_second_answer_is_refused(hosted, server):
@@ -187,7 +187,7 @@ def test_allow_writes_the_file_once_and_a_second_answer_is_refused(hosted, serve
     turn = hosted.turn()
     assert turn.status == "complete", (turn.status, turn.error, hosted.said())
     assert turn.answer.endswith("Done.")
-    assert [a.answer for a in turn.answered] == ["allow_once"]
+    assert [a.answer for a in turn.answered] == ["allow once"]
     first, follow_up = server.chat_requests  # the call ran once: one result went back
     assert len([m for m in follow_up.messages if m.get("role") == "tool"]) == 1
     with pytest.raises((AlreadyAnswered, NoPendingCall)):

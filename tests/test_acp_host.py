@@ -92,7 +92,7 @@ def test_a_write_waits_for_the_person_and_reject_leaves_nothing(host, tmp_path):
     list(chat.iter_answer_tool_call(thread, "reject"))
     assert not (tmp_path / "notes.txt").exists()
     turn = host.store.get(thread).turns[-1]
-    assert turn.status == "complete" and turn.answered[0].answer == "reject_once"
+    assert turn.status == "complete" and turn.answered[0].answer == "reject"
 
 
 def test_allow_runs_it_once_and_a_second_answer_is_refused(host, tmp_path):
@@ -117,7 +117,7 @@ def test_allow_runs_it_once_and_a_second_answer_is_refused(host, tmp_path):
     assert (tmp_path / "notes.txt").read_text() == "hello\n"
     turn = host.store.get(thread).turns[-1]
     assert turn.status == "complete" and turn.answer == "Writing it. Done."
-    assert [a.answer for a in turn.answered] == ["allow_once"]
+    assert [a.answer for a in turn.answered] == ["allow once"]
 
 
 def test_always_is_kept_per_agent_and_kind_within_the_cap(host, tmp_path, monkeypatch):
@@ -141,7 +141,7 @@ def test_always_is_kept_per_agent_and_kind_within_the_cap(host, tmp_path, monkey
     other = host.new_thread("scripted")
     ask(host, other, "write the notes")
     list(chat.iter_answer_tool_call(other, "allow always"))
-    assert host.store.get(other).turns[-1].answered[0].answer == "allow_once"
+    assert host.store.get(other).turns[-1].answered[0].answer == "allow once"
     assert [e for e in ask(host, other, "write again") if isinstance(e, ToolCallPending)]
 
 
@@ -317,4 +317,29 @@ def test_the_agents_words_before_a_closed_request_stay_in_its_turn(host, tmp_pat
     ask(host, thread, "write the notes")
     list(chat_for(host).iter_answer_tool_call(thread, "allow"))
     shown = answer_markdown(host.store.get(thread).turns[-1])
-    assert shown.index("Writing it.") < shown.index("allow\\_once") < shown.index("Done.")
+    assert shown.index("Writing it.") < shown.index("allow once") < shown.index("Done.")
+
+
+def test_a_thread_another_live_kernel_hosts_is_not_started_twice(host, tmp_path):
+    import socket
+    import subprocess
+
+    from nbchat.base._pids import started
+
+    configure(tmp_path, [])
+    thread = host.new_thread("scripted")
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        settings = host.store.get(thread).settings
+        key = f"{socket.gethostname()}:{other.pid}:{started(other.pid)}"  # a live kernel's
+        host.store.update_thread(thread, settings={**settings,
+                                                   "acp": {**settings["acp"], "host": key}})
+        with pytest.raises(AgentError, match=f"in another kernel .process {other.pid}"):
+            host.iter_ask(thread, "hello")
+        assert host.store.get(thread).turns == []
+    finally:
+        other.kill()
+        other.wait()
+    assert ask(host, thread, "hello")[-1].status == "complete"  # that kernel ended: taken up
+    host.close()
+    assert host.store.get(thread).settings["acp"]["host"] == ""  # let go for another kernel

@@ -247,12 +247,12 @@ def test_reject_leaves_no_file_and_allow_once_writes_it_once(
     thread = thread_asked(base, "please write twice.txt")
     assert [t.query for t in thread.turns] == ["please write twice.txt",
                                                "please write twice.txt again"]  # fmt: skip
-    assert answers(thread) == [["reject_once"], ["allow_once"]]
+    assert answers(thread) == [["reject"], ["allow once"]]
     assert thread.turns[-1].status == "complete"
     assert thread.turns[-1].answer == "Writing it. Done writing."
     time.sleep(1)  # a second answer would have reached the agent by now
     assert target.read_text() == "twice.txt once\n"
-    assert answers(store(base).get(thread.id)) == [["reject_once"], ["allow_once"]]
+    assert answers(store(base).get(thread.id)) == [["reject"], ["allow once"]]
 
 
 # -- 3. a reload while a request waits ------------------------------------------------------
@@ -276,7 +276,7 @@ def test_a_request_waits_through_a_reload_and_is_answered_once(
     panel.wait_for("Done writing.", "the agent's end of the turn")
     assert target.read_text() == "reload.txt once\n"
     thread = thread_asked(base, "please write reload.txt")
-    assert answers(thread) == [["allow_once"]] and thread.turns[-1].status == "complete"
+    assert answers(thread) == [["allow once"]] and thread.turns[-1].status == "complete"
 
 
 # -- 4. a kernel restart while a request waits -------------------------------------------------

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import json
 import os
 import queue
@@ -45,7 +46,7 @@ from ...base.records import HOSTED_MODEL, AnsweredCall, PendingCall, Prompt, Too
 from ...engine._answer import Answer
 from ...llm._stop import StopSignal
 from ...store.base import Store, Thread
-from ._permission import TOOL, AcpPermission, is_remembered, option_for
+from ._permission import TOOL, AcpPermission, is_remembered, kind_of, option_for
 from ._session import AgentSession, Done, Permission, require_sdk
 from ._specs import AgentSpec, find_agent
 from ._updates import TurnState, events_for
@@ -115,7 +116,7 @@ class AcpHost:
     def resume(self, thread: Thread, call: PendingCall, result: ToolResult) -> Answer:
         """The person's answer (claimed) to the agent; the rest of the turn's events."""
         session = self._sessions.get(thread.id)
-        kind = result.output
+        kind = kind_of(result.output)
         if session is None or not session.answer(call.call_id, option_for(call.arguments, kind)):
             self._end_turn(thread.id, call.turn, "interrupted", "the agent had ended")
             error = AgentGone(f"{_label(thread)} had ended before your answer; it was not "
@@ -162,6 +163,15 @@ class AcpHost:
             session = self._sessions.pop(tid, None)
             if session is not None:
                 self._call(session.close(), wait=True, timeout=10.0)
+                self._let_go(tid)
+
+    def _let_go(self, thread_id: int) -> None:
+        """The thread no longer names this process its host: another kernel may take it up."""
+        with contextlib.suppress(Exception):  # deleted meanwhile, the store gone (at exit)
+            settings = self.store.get(thread_id).settings
+            if settings["acp"].get("host") == host_key():
+                acp = {**settings["acp"], "host": ""}
+                self.store.update_thread(thread_id, settings={**settings, "acp": acp})
 
     # -- the turn as it is read ------------------------------------------------------------
     def _answer(self, session: AgentSession, turn: int, first: list[Event], *,
@@ -211,6 +221,12 @@ class AcpHost:
             return found
         spec: AgentSpec = find_agent(_agent(thread))
         require_sdk()
+        host = str(thread.settings["acp"].get("host", ""))
+        if host and host != host_key() and _host_alive(host):  # two agents on one session: no
+            raise AgentError(
+                f"{_label(thread)} answers thread {thread.id} in another kernel (process "
+                f"{host.split(':')[1]}); ask it there, or here in a thread of its own: "
+                f"%chat -n --with {_agent(thread)} QUESTION")  # fmt: skip
         session = AgentSession(spec, thread.id, self._ensure_loop(),
                                remembered=self._always.setdefault(spec.name, set()))
         mcp_servers, revoke = self.mcp_for(thread.id) if self.mcp_for is not None else ([], None)
@@ -313,7 +329,7 @@ class _Record:
         self.messages.append(self._said(tool_calls=[call.to_dict()]))
         if item.arguments.get("auto"):  # allowed for good by the person earlier
             self.messages.append({"role": "tool", "tool_call_id": item.call_id,
-                                  "content": "allow_always (remembered)"})  # fmt: skip
+                                  "content": "allow always (remembered)"})  # fmt: skip
             return None
         prompt = Prompt.from_dict(tool.prompt(arguments), default_question=TOOL)
         pending = PendingCall(self.thread_id, self.turn, item.call_id, TOOL, arguments, prompt)

@@ -69,7 +69,8 @@ class AcpPermission(ClientTool):
         }
 
     def parse_response(self, arguments: dict[str, Any], response: object) -> str:
-        """The kind of option chosen: a label, a kind, a word (allow, reject…) or a number."""
+        """The option chosen, as its label says it ("allow once", "reject"…): a label, a kind,
+        a word (allow, reject…) or a number was given."""
         offered = [kind for kind in KINDS if kind in _kinds(arguments)]
         word = response.get("kind") if isinstance(response, dict) else response
         text = " ".join(str(word).strip().lower().replace("_", " ").split())
@@ -83,7 +84,7 @@ class AcpPermission(ClientTool):
             choices = ", ".join(LABELS[k].lower() for k in offered)
             raise InvalidToolAnswer(f"{str(response)[:40]!r} is not one of this agent's "
                                     f"options; answer {choices}")  # fmt: skip
-        return kind
+        return LABELS[kind].lower()
 
     def output(self, arguments: dict[str, Any], answer: object) -> str:
         return str(answer)
@@ -92,8 +93,15 @@ class AcpPermission(ClientTool):
         return self.output(arguments, answer)  # the agent reads the option, not instructions
 
 
-def option_for(arguments: dict[str, Any], kind: str) -> str:
-    """The adapter's option id of ``kind``: what ``session/request_permission`` is answered with."""
+def kind_of(answer: str) -> str:
+    """The option's kind an answer names (``allow once`` is ``allow_once``)."""
+    return next((kind for kind, label in LABELS.items() if label.lower() == answer), answer)
+
+
+def option_for(arguments: dict[str, Any], answer: str) -> str:
+    """The adapter's option id of the kind ``answer`` names: what ``session/request_permission``
+    is answered with."""
+    kind = kind_of(answer)
     return next(str(o["id"]) for o in arguments["options"] if o["kind"] == kind)
 
 
