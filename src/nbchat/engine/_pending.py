@@ -91,7 +91,13 @@ def answer_hosted(
 
 def is_hosted(thread: Thread) -> bool:
     """Whether ``thread`` is a coding agent's session hosted in the chat (ACP): no model."""
-    return isinstance((thread.settings or {}).get("acp"), dict)
+    return bool(hosted_agent(thread))
+
+
+def hosted_agent(thread: Thread | None) -> str:
+    """The agent whose session ``thread`` is ("" for any other thread)."""
+    acp = (thread.settings or {}).get("acp") if thread is not None else None
+    return str(acp.get("agent") or "") if isinstance(acp, dict) else ""
 
 
 def check_not_outside(thread: Thread) -> None:

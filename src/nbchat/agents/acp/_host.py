@@ -44,6 +44,7 @@ from ...base.events import (
 )
 from ...base.records import HOSTED_MODEL, AnsweredCall, PendingCall, Prompt, ToolCall
 from ...engine._answer import Answer
+from ...engine._pending import hosted_agent, is_hosted
 from ...llm._stop import StopSignal
 from ...store.base import Store, Thread
 from ._permission import TOOL, AcpPermission, is_remembered, kind_of, option_for
@@ -60,11 +61,6 @@ McpFor = Callable[[int], tuple[list[Any], Callable[[], None] | None]]
 def host_key() -> str:
     """This process, as a thread's settings name its host: machine, pid and start time."""
     return f"{socket.gethostname()}:{os.getpid()}:{started(os.getpid())}"
-
-
-def is_hosted(thread: Thread) -> bool:
-    """Whether ``thread`` is a hosted agent's session."""
-    return isinstance((thread.settings or {}).get("acp"), dict)
 
 
 class AcpHost:
@@ -87,14 +83,12 @@ class AcpHost:
         spec = find_agent(name)
         return self.store.new_thread(
             HOSTED_MODEL + name, title=title[:200],
-            settings={"acp": {"agent": name, "label": spec.label, "session": "",
-                              "host": host_key()}},
+            settings={"acp": {"agent": name, "label": spec.label, "session": "", "host": ""}},
         )  # fmt: skip
 
     def agent_of(self, thread_id: int) -> str | None:
         """The agent whose session thread ``thread_id`` is, or None for any other thread."""
-        thread = self.store.get(thread_id)
-        return str(thread.settings["acp"]["agent"]) if is_hosted(thread) else None
+        return hosted_agent(self.store.get(thread_id)) or None
 
     # -- asking -----------------------------------------------------------------------
     def iter_ask(self, thread_id: int, question: str) -> Answer:

@@ -31,6 +31,7 @@ from ...base import markup
 from ...base._notices import set_notifier
 from ...base._secrets import Scrubbed, noting_scrubs
 from ...base.errors import NbchatError, OverBudget, StaleProposal, ThreadNotFound
+from ...engine._pending import hosted_agent
 from .._loaded import hand_over
 from ..cell.render import Mode, RenderResult, TurnRenderer, detect_mode, execution_marker
 from . import _context as _magic_context
@@ -249,10 +250,9 @@ class ChatMagics(ChatSettings):
         if thread_id is None or (opts.new and opts.thread is not None):
             return None  # the question's own checks say what is wrong
         try:
-            acp = (self.chat.store.get(thread_id).settings or {}).get("acp")
+            return hosted_agent(self.chat.store.get(thread_id)) or None
         except ThreadNotFound:
             return None
-        return str(acp.get("agent")) if isinstance(acp, dict) else None
 
     def _cmd_error(self, opts: Any, text: str) -> RenderResult | None:
         return self._ask(error_question(self.shell, text, opts), opts, interpolated=True)

@@ -15,9 +15,8 @@ from ...base.errors import NbchatError
 
 if TYPE_CHECKING:
     from ...engine.chat import Chat
-    from ...store.base import Thread
 
-__all__ = ["agent_of", "ask", "hosted_by", "offered"]
+__all__ = ["ask", "hosted_by", "offered"]
 
 
 def offered() -> list[dict[str, str]]:
@@ -36,12 +35,6 @@ def offered() -> list[dict[str, str]]:
             continue
         found.append({"name": name, "label": spec.label})
     return found
-
-
-def agent_of(thread: Thread | None) -> str:
-    """The agent whose session ``thread`` is ('' for nbchat's model's threads)."""
-    acp = (thread.settings or {}).get("acp") if thread is not None else None
-    return str(acp.get("agent", "")) if isinstance(acp, dict) else ""
 
 
 def hosted_by(chat: Chat) -> Any:

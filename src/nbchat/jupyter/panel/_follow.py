@@ -23,13 +23,14 @@ import ipywidgets as widgets
 from ...base import markup
 from ...base.errors import InputError, NbchatError
 from ...context.cell_tools import CELL_TOOLS, MODES
+from ...engine._pending import hosted_agent
 from ...engine._usage import Price, thread_usage_line
 from ...llm.routed import RoutedClient
 from ...mcp.tools import servers_line
 from ...store.base import Thread, ThreadInfo
 from ..cell.prompts import hosting, show_tool_prompts
 from ..notebook._undo import changed_turns
-from ._agents import agent_of, offered
+from ._agents import offered
 from ._messages import context_gauge, message, thread_view
 from ._state import PanelState
 
@@ -179,7 +180,7 @@ class FollowingPanel(PanelState):
             self.prompts = []
             self.live.clear()
             self.title = thread.title if thread else ""
-            agent = agent_of(thread)
+            agent = hosted_agent(thread)
             if changed and thread is not None:  # who answers here: its agent, else the model
                 self.agent = agent
             if thread is not None and not agent and (changed or not keep):  # a redraw keeps it
@@ -228,7 +229,7 @@ class FollowingPanel(PanelState):
             self.usage_text = thread_usage_line(turns, self._prices)
             self.gauge = (
                 context_gauge(thread, lambda m: self.chat.llm.context_size(m))
-                if thread is not None and not agent_of(thread) else {}
+                if thread is not None and not hosted_agent(thread) else {}
             )
             self.tools_line = _tools_line(self.chat)
 

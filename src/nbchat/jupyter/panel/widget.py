@@ -40,6 +40,7 @@ from ...base import markup
 from ...base.content import ContextItem
 from ...base.errors import InputError, OverBudget
 from ...base.events import Event
+from ...engine._pending import hosted_agent
 from ...engine._preview import Preview
 from ...engine._usage import Price, dollars, parse_prices, prices_from_env
 from ...engine.chat import Chat
@@ -219,7 +220,7 @@ class ChatPanel(FollowingPanel):
             return
         model = self.model or None
         thread_id = self.thread_id
-        if thread_id is None or _agents.agent_of(self.chat.store.get(thread_id)):
+        if thread_id is None or hosted_agent(self.chat.store.get(thread_id)):
             thread_id = self.chat.new_thread(model)
         named, note = mentioned(query)
         picked = self._picked_context()
