@@ -62,7 +62,8 @@ class AcpPermission(ClientTool):
         offered = _kinds(arguments)
         return {
             "kind": "choice",
-            "question": f"{arguments['agent']} asks: {arguments.get('title') or 'to use a tool'}",
+            "question": f"{arguments['agent']} asks to {arguments.get('tool_kind') or 'act'}: "
+                        f"{arguments.get('title') or 'a tool'}",
             "options": [LABELS[kind] for kind in KINDS if kind in offered],
             "markdown": _request_markdown(arguments),
             "detail": str(arguments.get("shown") or ""),  # for text front ends

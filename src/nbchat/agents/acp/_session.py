@@ -217,7 +217,7 @@ class AgentSession:
             shown = _bounded(_as_text(raw), SHOWN_MAX)
         return {"agent": self.spec.label, "session": self.session_id,
                 "tool_kind": str(getattr(tool_call, "kind", None) or "other"),
-                "title": _name(tool_call), "shown": shown, "options": kept,
+                "title": _name(tool_call, kind=False), "shown": shown, "options": kept,
                 "tool_call_id": str(getattr(tool_call, "tool_call_id", ""))[:100]}  # fmt: skip
 
 

@@ -89,13 +89,16 @@ def _remember(state: TurnState, entry: dict[str, Any]) -> None:
     state.calls.append(entry)
 
 
-def _name(update: Any) -> str:
-    """The tool's line: its kind, title and places, every character visible."""
-    kind = getattr(update, "kind", None) or "tool"
+def _name(update: Any, *, kind: bool = True) -> str:
+    """The tool's line: its kind (unless ``kind`` is false), title and places, every
+    character visible."""
     title = " ".join(str(getattr(update, "title", None) or "").split())
     places = [str(getattr(loc, "path", "")) for loc in getattr(update, "locations", None) or ()]
     where = f" ({', '.join(places[:3])}{', …' if len(places) > 3 else ''})" if places else ""
-    return escape_hidden(_bounded(f"{kind}: {title or 'a tool'}{where}", TITLE_MAX))
+    named = f"{title or 'a tool'}{where}"
+    if kind:
+        named = f"{getattr(update, 'kind', None) or 'tool'}: {named}"
+    return escape_hidden(_bounded(named, TITLE_MAX))
 
 
 def _arguments(update: Any) -> str:
