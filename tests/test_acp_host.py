@@ -343,3 +343,17 @@ def test_a_thread_another_live_kernel_hosts_is_not_started_twice(host, tmp_path)
     assert ask(host, thread, "hello")[-1].status == "complete"  # that kernel ended: taken up
     host.close()
     assert host.store.get(thread).settings["acp"]["host"] == ""  # let go for another kernel
+
+
+def test_an_agents_entry_can_leave_the_persons_variables_out(tmp_path, monkeypatch):
+    from nbchat.agents.acp._session import _environment
+
+    configure(tmp_path, [])
+    path = Path(os.environ["JUPYTER_CONFIG_DIR"]) / "nbchat" / "agents.json"
+    config = json.loads(path.read_text())
+    config["agentServers"]["scripted"]["env"] = {"IS_SANDBOX": None, "ADDED": "yes"}
+    path.write_text(json.dumps(config))
+    monkeypatch.setenv("IS_SANDBOX", "yes")
+    environment = _environment(find_agent("scripted"))
+    assert "IS_SANDBOX" not in environment and environment["ADDED"] == "yes"
+    assert environment["PATH"] == os.environ["PATH"]  # the rest is the person's

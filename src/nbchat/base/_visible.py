@@ -50,6 +50,12 @@ _HIDDEN = re.compile(
 )
 _TERMINAL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]|\r(?!\n)")
 _NEWLINES = re.compile(r"\r\n")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+def without_colours(text: str) -> str:
+    """``text`` without a terminal's escape sequences (colours, cursor moves, titles)."""
+    return _ANSI.sub("", text)
 
 
 def hidden_in(text: str) -> Iterator[tuple[int, int, str]]:

@@ -28,6 +28,7 @@ from typing import Any
 
 from ..base._delimiters import block
 from ..base._secrets import cut_scrubbed, known_secrets, scrub_names
+from ..base._visible import without_colours
 from ..base.content import ContextItem, head_and_tail
 from ..base.errors import InputError
 
@@ -50,7 +51,6 @@ _SAFE_ID = re.compile(r"[^\w.-]")
 WIDGET = "application/vnd.jupyter.widget-view+json"
 MAX_IMAGES = 4  # the newest image outputs of the cells attached, sent as pictures
 MAX_IMAGE_BYTES = 4 * 1024 * 1024
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _IMAGE = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml")
 _GENERIC_REPR = re.compile(r"^<[\w.]+ (?:object|at 0x[0-9a-f]+)[^>]*>$")
 
@@ -273,7 +273,7 @@ def _scrubber() -> Callable[[str], str]:
 
 def _as_shown(text: str) -> str:
     """Text as a terminal leaves it: colour codes gone, each line's last carriage-return part."""
-    text = _ANSI.sub("", text.replace("\r\n", "\n"))
+    text = without_colours(text.replace("\r\n", "\n"))
     return "\n".join(line.rstrip("\r").rsplit("\r", 1)[-1] for line in text.split("\n"))
 
 

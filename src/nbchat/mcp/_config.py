@@ -68,6 +68,7 @@ class ServerConfig:
     command: str = ""
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    unset: tuple[str, ...] = ()  # variables not passed on (an agent's entry: "NAME": null)
     cwd: str | None = None
     url: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)
@@ -251,14 +252,27 @@ def _server(name: object, entry: object, path: Path | None, files: ConfigFiles) 
     if cwd is not None and not isinstance(cwd, str):
         raise ConfigError(f"{where}: cwd must be a folder's path")
     return ServerConfig(
-        name, str(path), command=command, args=tuple(args), env=_expanded(entry, "env", where),
+        name, str(path), command=command, args=tuple(args),
+        env=_expanded(entry, "env", where, nulls=not files.urls),
+        unset=_unset(entry) if not files.urls else (),
         cwd=cwd, url=url, headers=_expanded(entry, "headers", where), approve=approve,
         timeout=float(timeout),
     )  # fmt: skip
 
 
-def _expanded(entry: Mapping[str, Any], key: str, where: str) -> dict[str, str]:
+def _unset(entry: Mapping[str, Any]) -> tuple[str, ...]:
+    """The variables an agent's entry leaves out of its environment (``"NAME": null``)."""
+    values = entry.get("env", {})
+    return tuple(str(k) for k, v in values.items() if v is None) if isinstance(values, dict) \
+        else ()  # fmt: skip
+
+
+def _expanded(
+    entry: Mapping[str, Any], key: str, where: str, *, nulls: bool = False
+) -> dict[str, str]:
     values = entry.get(key, {})
+    if nulls and isinstance(values, dict):  # an agent's "NAME": null, read by _unset
+        values = {k: v for k, v in values.items() if v is not None}
     if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
         raise ConfigError(f"{where}: {key} must be an object of strings")
     out = {}

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...base._secrets import scrub
+from ...base._visible import without_colours
 from ...base.errors import AgentError, AgentGone
 from . import _process
 from ._permission import KINDS, is_remembered
@@ -121,7 +122,7 @@ class AgentSession:
 
     def _said(self) -> str:
         last = [line for line in self.stderr if line.strip()][-3:]
-        return f" (it said: {scrub(' / '.join(last))[:400]})" if last else ""
+        return f" (it said: {scrub(without_colours(' / '.join(last)))[:400]})" if last else ""
 
     async def _watch(self) -> None:
         """When the process ends: every waiting request is cancelled, the turn told."""
@@ -264,8 +265,10 @@ def _resolve(future: asyncio.Future[str], option_id: str) -> None:
 
 
 def _environment(spec: AgentSpec) -> dict[str, str]:
-    """The agent runs as the person: their environment, with what its entry adds."""
-    return {**os.environ, **spec.env}
+    """The agent runs as the person: their environment, less what its entry unsets, with
+    what it adds."""
+    kept = {name: value for name, value in os.environ.items() if name not in spec.unset}
+    return {**kept, **spec.env}
 
 
 def _as_text(raw: Any) -> str:

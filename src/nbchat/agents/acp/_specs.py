@@ -68,6 +68,7 @@ class AgentSpec:
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
+    unset: tuple[str, ...] = ()  # the person's variables the agent does not get
 
     def __repr__(self) -> str:  # the environment may hold keys
         return f"AgentSpec({self.name!r}, {self.command_line!r})"
@@ -94,7 +95,7 @@ def find_agent(name: str) -> AgentSpec:
     configured = config.servers.get(name)
     if configured is not None:
         spec = AgentSpec(name, name, configured.command, configured.args,
-                         dict(configured.env), configured.cwd)  # fmt: skip
+                         dict(configured.env), configured.cwd, configured.unset)  # fmt: skip
         if shutil.which(spec.command) is None and not os.path.isfile(spec.command):
             raise AgentError(f"the agent {name!r} runs {spec.command!r}, which is not "
                              f"installed here (not on PATH); install it or fix "

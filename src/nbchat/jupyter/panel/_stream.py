@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from ...base import markup
 from ...base.events import Event
 
 __all__ = ["LiveSink", "Stoppable", "mentioned"]
@@ -32,10 +33,11 @@ class LiveSink:
         """Show the renderer's mimebundle ``obj`` (always raw: markup made it)."""
         data = dict(obj) if raw else {"text/plain": str(obj)}  # type: ignore[call-overload]
         self.data = data
-        self.panel.streaming_message = {
-            "query": self.query, "html": str(data.get("text/html", "")),
-            "model": self.panel.model,
-        }
+        # The panel's stylesheet holds the renderer's: a <style> in every update would make
+        # the browser check the whole page's styles again each time.
+        html = str(data.get("text/html", "")).removeprefix(markup.STYLE)
+        self.panel.streaming_message = {"query": self.query, "html": html,
+                                        "model": self.panel.model}  # fmt: skip
 
     def clear(self) -> None:
         self.data = {}

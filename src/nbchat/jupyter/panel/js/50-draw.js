@@ -87,8 +87,14 @@ function drawGauge(v) {
 }
 
 // Follows the end of the conversation unless the person scrolled up (v.stick).
+// At the next frame, once: reading scrollHeight at once would force a layout per update.
 function toEnd(v) {
-  if (v.stick) v.scroll.scrollTop = v.scroll.scrollHeight;
+  if (v.toEndQueued) return;
+  v.toEndQueued = true;
+  requestAnimationFrame(() => {
+    v.toEndQueued = false;
+    if (v.stick) v.scroll.scrollTop = v.scroll.scrollHeight;
+  });
 }
 
 function drawMessages(v) {
