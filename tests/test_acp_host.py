@@ -254,10 +254,10 @@ def test_a_later_start_resumes_the_agents_session(host, tmp_path):
 
 def test_each_session_gets_a_token_of_its_own_scoped_and_revoked(tmp_path, monkeypatch):
     from nbchat.agents.tokens import TokenStore
-    from nbchat.jupyter.agents import _commands, _hosting
+    from nbchat.jupyter.agents import _endpoint, _hosting
 
-    monkeypatch.setattr(_commands, "endpoint_url", lambda: "http://127.0.0.1:1/nbchat/mcp")
-    monkeypatch.setattr(_hosting, "_notebook_scope", lambda: "work/nb.ipynb")
+    monkeypatch.setattr(_endpoint, "endpoint_url", lambda: "http://127.0.0.1:1/nbchat/mcp")
+    monkeypatch.setattr(_endpoint, "notebook_scope", lambda: "work/nb.ipynb")
     store = ThreadStore(tmp_path / "store", "tester")
     (server,), revoke = _hosting._nbchat_mcp(store, 3)
     assert server.url == "http://127.0.0.1:1/nbchat/mcp" and server.name == "nbchat"

@@ -9,7 +9,6 @@ waits for this notebook; ``%chat --revoke-agent ID`` revokes one.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -18,29 +17,10 @@ from IPython.core.error import UsageError
 from ...agents.tokens import CLASSES, DEFAULT_DAYS, AgentToken, TokenStore
 from ...base import markup
 from ...base.errors import InputError
+from ._endpoint import endpoint_url
 
 if TYPE_CHECKING:
     from ...engine.chat import Chat
-
-ROUTE = "nbchat/mcp"
-
-
-def endpoint_url() -> str:
-    """The MCP endpoint of the Jupyter server this kernel's notebook is served by, if known."""
-    try:
-        from jupyter_server.serverapp import list_running_servers
-    except ImportError:
-        return ""
-    session = os.environ.get("JPY_SESSION_NAME", "")
-    servers = list(list_running_servers())
-    for server in servers:
-        root = str(server.get("root_dir", ""))
-        if session and root and session.startswith(root.rstrip("/") + "/"):
-            return str(server.get("url", "")).rstrip("/") + "/" + ROUTE
-    if len(servers) == 1:
-        return str(servers[0].get("url", "")).rstrip("/") + "/" + ROUTE
-    return ""
-
 
 def token_store(chat: Chat) -> TokenStore:
     return TokenStore(chat.user)

@@ -93,9 +93,9 @@ def _nbchat_mcp(store: Store, thread_id: int) -> tuple[list[Any], Any]:
     from acp.schema import HttpHeader, HttpMcpServer
 
     from ...agents.tokens import TokenStore
-    from ._commands import endpoint_url
+    from . import _endpoint
 
-    url, scope = endpoint_url(), _notebook_scope()
+    url, scope = _endpoint.endpoint_url(), _endpoint.notebook_scope()
     if not url or scope is None:
         print("This kernel's Jupyter server is not known (nbclient, a terminal): the agent "
               "gets no notebook tools of nbchat's; it still asks before it acts.")
@@ -124,17 +124,3 @@ def _nbchat_mcp(store: Store, thread_id: int) -> tuple[list[Any], Any]:
             tokens.revoke(minted.token.id)
 
     return [HttpMcpServer(type="http", name="nbchat", url=url, headers=[header])], revoke
-
-
-def _notebook_scope() -> str | None:
-    """This notebook's path under its server's root (what the session's token may touch)."""
-    try:
-        from jupyter_server.serverapp import list_running_servers
-    except ImportError:
-        return None
-    session = os.environ.get("JPY_SESSION_NAME", "")
-    for server in list_running_servers():
-        root = str(server.get("root_dir", "")).rstrip("/")
-        if session and root and session.startswith(root + "/"):
-            return session[len(root) + 1:]
-    return None

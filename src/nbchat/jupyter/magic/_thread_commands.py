@@ -16,6 +16,8 @@ from IPython.core.error import UsageError
 from IPython.display import display
 
 from ...base import markup
+from ...base.errors import ThreadNotFound
+from ...engine._pending import hosted_agent
 from ...engine._title_workers import TITLE_WAIT
 from ._options import flag_options
 
@@ -127,6 +129,19 @@ def save_thread_settings(chat: Chat, thread_id: int, opts: Any, *, quiet: bool) 
         tools = "default" if switch is None else ("on" if switch else "off")
         window = settings.get("window") or "default"
         print(f"Thread {thread_id}: options {shown}; built-in tools {tools}; window {window}.")
+
+
+def agent_asked(owner: ThreadOwner, opts: Any) -> str | None:
+    """The agent a question goes to: the one whose session its thread is (-t, else the
+    current thread), if any."""
+    thread_id = opts.thread if opts.thread is not None else (
+        None if opts.new or opts.history is not None else owner.thread_id)  # fmt: skip
+    if thread_id is None or (opts.new and opts.thread is not None):
+        return None  # the question's own checks say what is wrong
+    try:
+        return hosted_agent(owner.chat.store.get(thread_id)) or None
+    except ThreadNotFound:
+        return None
 
 
 def thread_arg(owner: ThreadOwner, value: object) -> int:

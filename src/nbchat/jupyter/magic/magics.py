@@ -30,8 +30,7 @@ from IPython.core.magic import line_cell_magic, magics_class, no_var_expand
 from ...base import markup
 from ...base._notices import set_notifier
 from ...base._secrets import Scrubbed, noting_scrubs
-from ...base.errors import NbchatError, OverBudget, StaleProposal, ThreadNotFound
-from ...engine._pending import hosted_agent
+from ...base.errors import NbchatError, OverBudget, StaleProposal
 from .._loaded import hand_over
 from ..cell.render import Mode, RenderResult, TurnRenderer, detect_mode, execution_marker
 from . import _context as _magic_context
@@ -116,6 +115,7 @@ class ChatMagics(ChatSettings):
           %chat --models | --key | --panel [--side] | --error [MORE] | --answer [CALL] VALUE
           %chat --mcp | --mcp SERVER[,SERVER] QUESTION | --mcp off QUESTION
           %chat --retry [-t ID]
+          %chat --with AGENT QUESTION  your coding agent (claude, codex, gemini) answers
           %chat --fix [MORE] | --figure QUESTION | --agent QUESTION
           %chat --preview QUESTION    show the request it would send; send nothing
           %chat --compact [-t ID]     summarise the thread's oldest turns for what is sent
@@ -233,7 +233,7 @@ class ChatMagics(ChatSettings):
 
     # -- asking -----------------------------------------------------------------
     def _cmd_ask(self, opts: Any, text: str) -> RenderResult | None:
-        agent = opts.with_ or self._hosted_agent(opts)
+        agent = opts.with_ or threads.agent_asked(self, opts)
         if agent:  # a coding agent's session answers, not nbchat's model
             from ..agents._hosting import ask_agent
 
@@ -242,17 +242,6 @@ class ChatMagics(ChatSettings):
             raise UsageError("ask something: %chat QUESTION, or %%chat with the question "
                              "in the cell; see %chat? for the options")
         return self._ask(text, opts)
-
-    def _hosted_agent(self, opts: Any) -> str | None:
-        """The agent whose session the thread asked in is (-t, else the current one), if any."""
-        thread_id = opts.thread if opts.thread is not None else (
-            None if opts.new or opts.history is not None else self.thread_id)  # fmt: skip
-        if thread_id is None or (opts.new and opts.thread is not None):
-            return None  # the question's own checks say what is wrong
-        try:
-            return hosted_agent(self.chat.store.get(thread_id)) or None
-        except ThreadNotFound:
-            return None
 
     def _cmd_error(self, opts: Any, text: str) -> RenderResult | None:
         return self._ask(error_question(self.shell, text, opts), opts, interpolated=True)
