@@ -33,6 +33,7 @@ from acp_adapters import (
     start_adapter,
     write_file_replies,
 )
+from agent_helpers import run_async
 from nbchat.testing import Reply, ScriptedServer
 
 pytestmark = pytest.mark.acp_agent
@@ -105,7 +106,7 @@ async def _step(running: Any, request: Any) -> Any:
 
 
 def converse(spec: Launch, person: Person, prompt: str) -> Outcome:
-    return asyncio.run(_converse(spec, person, prompt))
+    return run_async(lambda: _converse(spec, person, prompt))
 
 
 @pytest.fixture(params=ADAPTERS)
@@ -191,6 +192,6 @@ def test_the_whole_process_tree_ends_even_what_left_the_group(tmp_path):
             tree = process_tree(running.process.pid)
         return tree
 
-    tree = asyncio.run(run())
+    tree = run_async(run)
     assert len(tree) == 3  # the shell, its sleep, and the sleep in a session of its own
     assert not tree & set(live_processes())
