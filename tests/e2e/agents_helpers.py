@@ -20,6 +20,7 @@ from typing import Any
 from playwright.sync_api import Locator, Page
 
 from agent_helpers import USER, agent_server
+from nbchat.store.base import Thread
 from nbchat.store.tinydb import ThreadStore
 
 from .jupyterlab import JupyterLab, screenshot
@@ -66,6 +67,22 @@ def running(pid: int) -> bool:
 def store(base: Path) -> ThreadStore:
     """The server's thread store, as the kernels write it."""
     return ThreadStore(base / "store", USER)
+
+
+def thread_asked(base: Path, question: str) -> Thread:
+    """The stored thread in which ``question`` was asked first."""
+    kept = store(base)
+    for info in kept.threads():
+        thread = kept.get(info.id)
+        if thread.turns and thread.turns[0].query == question:
+            return thread
+    raise AssertionError(f"no thread asked {question!r}: {[t.title for t in kept.threads()]}")
+
+
+def answers(thread: Thread) -> list[list[str]]:
+    """The permission answers of each turn, as stored."""
+    return [[a.answer for a in turn.answered if a.tool == "acp_permission"]
+            for turn in thread.turns]  # fmt: skip
 
 
 def wait_until(condition: Callable[[], object], what: str, page: Page,

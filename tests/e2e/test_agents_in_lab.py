@@ -20,16 +20,16 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Locator, Page
 
-from nbchat.store.base import Thread
-
 from .agents_helpers import (
     PANEL,
     SIDE,
     agent_pids,
     agents_lab,
+    answers,
     running,
     store,
     text_of,
+    thread_asked,
     wait_until,
 )
 from .jupyterlab import JupyterLab, NotebookPage, open_notebook, screenshot
@@ -169,22 +169,6 @@ class AgentPanel:
 
     def shot(self, name: str) -> None:
         screenshot(self.page, f"{SHOTS}/{name}")
-
-
-def thread_asked(base: Path, question: str) -> Thread:
-    """The stored thread in which ``question`` was asked first."""
-    kept = store(base)
-    for info in kept.threads():
-        thread = kept.get(info.id)
-        if thread.turns and thread.turns[0].query == question:
-            return thread
-    raise AssertionError(f"no thread asked {question!r}: {[t.title for t in kept.threads()]}")
-
-
-def answers(thread: Thread) -> list[list[str]]:
-    """The permission answers of each turn, as stored."""
-    return [[a.answer for a in turn.answered if a.tool == "acp_permission"]
-            for turn in thread.turns]  # fmt: skip
 
 
 def restart_and_clear(nb: NotebookPage) -> None:

@@ -49,10 +49,17 @@ from acp_adapters import (
     write_file_replies,
 )
 from agent_helpers import USER
-from nbchat.store.base import Thread
 from nbchat.testing import Reply, ScriptedServer
 
-from .agents_helpers import PANEL, SIDE, running, store, text_of, wait_until
+from .agents_helpers import (
+    PANEL,
+    SIDE,
+    answers,
+    running,
+    text_of,
+    thread_asked,
+    wait_until,
+)
 from .jupyterlab import JupyterLab, NotebookPage, open_notebook, screenshot, start_jupyterlab
 
 pytestmark = [pytest.mark.e2e, pytest.mark.acp_agent, pytest.mark.timeout(150)]
@@ -214,22 +221,6 @@ class AgentPanel:
 
     def shot(self, name: str) -> None:
         screenshot(self.page, f"{SHOTS}/{name}")
-
-
-def thread_asked(base: Path, question: str) -> Thread:
-    """The stored thread in which ``question`` was asked first."""
-    kept = store(base)
-    for info in kept.threads():
-        thread = kept.get(info.id)
-        if thread.turns and thread.turns[0].query == question:
-            return thread
-    raise AssertionError(f"no thread asked {question!r}: {[t.title for t in kept.threads()]}")
-
-
-def answers(thread: Thread) -> list[list[str]]:
-    """The permission answers of each turn, as stored."""
-    return [[a.answer for a in turn.answered if a.tool == "acp_permission"]
-            for turn in thread.turns]  # fmt: skip
 
 
 # -- what the adapters sent the model, and their processes -----------------------------------
