@@ -357,3 +357,14 @@ def test_an_agents_entry_can_leave_the_persons_variables_out(tmp_path, monkeypat
     environment = _environment(find_agent("scripted"))
     assert "IS_SANDBOX" not in environment and environment["ADDED"] == "yes"
     assert environment["PATH"] == os.environ["PATH"]  # the rest is the person's
+
+
+def test_a_sessions_token_is_scrubbed_from_what_nbchat_shows(tmp_path, monkeypatch):
+    from nbchat.base._secrets import scrub
+    from nbchat.jupyter.agents import _endpoint, _hosting
+
+    monkeypatch.setattr(_endpoint, "endpoint_url", lambda: "http://127.0.0.1:1/nbchat/mcp")
+    monkeypatch.setattr(_endpoint, "notebook_scope", lambda: "nb.ipynb")
+    (server,), _ = _hosting._nbchat_mcp(ThreadStore(tmp_path / "store", "tester"), 7)
+    secret = server.headers[0].value.removeprefix("Bearer ")
+    assert secret not in scrub(f"the agent said {secret}")
