@@ -308,10 +308,10 @@ class _Record:
             ]  # fmt: skip
         elif type(event) is ReasoningDelta:
             self.reasoning.append(event.text)
-        if time.monotonic() - self.written > CHECKPOINT_SECONDS:
-            self.checkpoint()
+        self.checkpoint()
 
     def checkpoint(self) -> None:
+        """Write the text so far, at most every CHECKPOINT_SECONDS."""
         if time.monotonic() - self.written > CHECKPOINT_SECONDS:
             self.store.update_turn(self.thread_id, self.turn, answer=self.text)
             self.written = time.monotonic()
