@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from ...base._secrets import remember
 from ...base.errors import AgentError, InputError, NbchatError
 from ...base.policy import ENV_AGENTS
 
@@ -118,7 +117,6 @@ def _nbchat_mcp(store: Store, thread_id: int) -> tuple[list[Any], Any]:
         print(f"The agent gets no notebook tools of nbchat's ({error}); it still asks before "
               "it acts.")
         return [], None
-    remember(minted.secret, "an nbchat agent token")  # scrubbed from what nbchat shows or sends
     header = HttpHeader(name="Authorization", value=f"Bearer {minted.secret}")
 
     def revoke() -> None:
