@@ -66,3 +66,55 @@ def test_send_streams_the_answer_and_lists_the_new_thread(notebook, scripted_ser
     nb.wait_for_text(1, "steep it for four minutes")
     assert out.get_by_role("button", name="black").count() == 0  # the answered prompt is gone
     nb.screenshot("5-tool-answered")
+
+
+GROWING = ("Settled first.\n\n```python\nprint('settled')\n```\n\n"
+           + " ".join(f"word{n}" for n in range(120)) + " the end.")
+
+
+def test_a_streaming_answer_keeps_what_it_settled(notebook, scripted_server, tmp_path):
+    """Each update of a streaming answer redraws only what changed: the paragraph and
+    code block it settled keep their nodes, the growing paragraph is appended to, and
+    the thinking a person opened stays open while the answer streams."""
+    scripted_server.script(
+        Reply("Settled", when=is_title_request),
+        Reply(GROWING, when="grow", chunk_size=6, delay=0.04, reasoning="First I weigh it."),
+    )
+    setup = SETUP.format(url=scripted_server.url, store=str(tmp_path / "store"))
+    nb = notebook([setup, "%chat --panel"])
+    nb.run_cell(0)
+    nb.run_cell(1)
+    out = nb.output(1)
+    box = out.locator(".nbchat-panel textarea")
+    box.wait_for(timeout=30_000)
+    box.fill("Grow an answer")
+    out.get_by_role("button", name="Send").click()
+
+    live = out.locator(".nbchat-live .nbchat-body")
+    live.locator("p", has_text="word1 ").wait_for(timeout=30_000)
+    out.locator(".nbchat-live details > summary").click()  # the person opens the thinking
+    marked = live.evaluate("""body => {
+        const [first, last] = [body.querySelector('p'), [...body.querySelectorAll('p')].pop()];
+        first.dataset.seen = last.dataset.seen = 'yes';
+        body.querySelector('.nbchat-codeblock').dataset.seen = 'yes';
+        return last.textContent;
+    }""")
+    last_word = max(int(n) for n in re.findall(r"word(\d+)", marked))
+    live.locator("p", has_text=f"word{min(last_word + 20, 119)} ").wait_for(timeout=30_000)
+    seen = live.evaluate("""body => ({
+        first: body.querySelector('p').dataset.seen,
+        code: body.querySelector('.nbchat-codeblock').dataset.seen,
+        last: [...body.querySelectorAll('p')].pop().dataset.seen,
+        lastText: [...body.querySelectorAll('p')].pop().textContent,
+        open: body.closest('.nbchat-message').querySelector('details').open,
+        codeblocks: body.querySelectorAll('.nbchat-codeblock').length,
+    })""")
+    assert seen["first"] == seen["code"] == "yes"  # settled: the same nodes
+    assert seen["last"] == "yes" and seen["lastText"].startswith(marked)  # grew in place
+    assert len(seen["lastText"]) > len(marked)
+    assert seen["open"] is True and seen["codeblocks"] == 1
+    nb.wait_for_text(1, "the end.")
+    answer = out.locator(".nbchat-messages .nbchat-from-model .nbchat-body").last
+    expect(answer).to_contain_text("Settled first.")
+    assert answer.locator("p").last.inner_text().startswith("word0 word1 word2")
+    assert answer.locator("p").last.inner_text().endswith("the end.")

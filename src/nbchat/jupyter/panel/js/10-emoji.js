@@ -35,15 +35,18 @@ function emojiReplacements() {
 }
 
 function replaceEmoji(root) {
-  const swaps = emojiReplacements();
-  if (!swaps.length || !root) return;
+  if (!emojiReplacements().length || !root) return;
   const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
   for (let n = walker.nextNode(); n; n = walker.nextNode()) {
     if (n.parentElement && n.parentElement.closest("textarea, input")) continue;
-    let text = n.nodeValue;
-    for (const [emoji, glyph] of swaps) {
-      if (text.includes(emoji)) text = text.split(emoji).join(glyph);
-    }
+    const text = withDrawnEmoji(n.nodeValue);
     if (text !== n.nodeValue) n.nodeValue = text;
   }
+}
+
+function withDrawnEmoji(text) {
+  for (const [emoji, glyph] of emojiReplacements()) {
+    if (text.includes(emoji)) text = text.split(emoji).join(glyph);
+  }
+  return text;
 }

@@ -81,6 +81,46 @@ function decorateCode(body, model, el) {
 
 // ---------------------------------------------------------------- messages
 
+function parseMarkup(html) {
+  const template = document.createElement("template"); // inert: nothing in it loads or runs
+  template.innerHTML = html; // made by nbchat.markup in the kernel
+  return template.content;
+}
+
+// Brings `drawn` (drawn from the markup `before`, then decorated) to the markup `after`,
+// touching only what changed: the blocks a streaming answer has settled keep their nodes,
+// so the browser keeps their style and layout, and a text that grew is appended to.
+function redrawChanged(drawn, before, after, model, el) {
+  const was = before.childNodes;
+  const now = after.childNodes;
+  let kept = 0;
+  if (drawn.childNodes.length === was.length) {
+    while (kept < was.length && kept < now.length && was[kept].isEqualNode(now[kept])) kept++;
+    if (kept < was.length && kept < now.length &&
+        grew(drawn.childNodes[kept], was[kept], now[kept], model, el)) kept++;
+  }
+  while (drawn.childNodes.length > kept) drawn.lastChild.remove();
+  const added = document.createElement("div");
+  for (let n = kept; n < now.length; n++) added.appendChild(now[n].cloneNode(true));
+  decorateCode(added, model, el);
+  replaceEmoji(added);
+  drawn.append(...added.childNodes);
+}
+
+function grew(drawn, was, now, model, el) {
+  if (was.nodeType === Node.TEXT_NODE && now.nodeType === Node.TEXT_NODE) {
+    if (drawn.nodeType !== Node.TEXT_NODE || !now.data.startsWith(was.data)) return false;
+    drawn.appendData(withDrawnEmoji(now.data.slice(was.data.length)));
+    return true;
+  }
+  const same = was.nodeType === Node.ELEMENT_NODE && now.nodeType === Node.ELEMENT_NODE &&
+    drawn.nodeType === Node.ELEMENT_NODE && was.tagName === now.tagName && was.tagName !== "PRE" &&
+    was.attributes.length === now.attributes.length &&
+    [...was.attributes].every((a) => now.getAttribute(a.name) === a.value);
+  if (same) redrawChanged(drawn, was, now, model, el); // a <pre> is drawn with its tools: redrawn
+  return same;
+}
+
 function usageLine(text) {
   // One span a value, so that a narrow panel wraps between values, never inside one.
   const line = node("div", "nbchat-message-usage");
@@ -114,7 +154,7 @@ function messageNodes(message, model, el) {
   who.append(node("span", "nbchat-avatar"), node("span", "nbchat-value", message.model || "Assistant"));
   theirs.appendChild(who);
   const body = node("div", "nbchat-md nbchat-body");
-  body.innerHTML = message.html || ""; // made by nbchat.markup in the kernel
+  body.append(parseMarkup(message.html || ""));
   decorateCode(body, model, el);
   theirs.appendChild(body);
   // The model has its own line above: the footer is the time and the usage.

@@ -112,9 +112,19 @@ function drawMessages(v) {
 function drawLive(v) {
   const { model, el, live } = v;
   const message = model.get("streaming_message") || {};
-  live.replaceChildren(...(message.html || message.query ? messageNodes(message, model, el) : []));
+  const about = JSON.stringify({ ...message, html: null }); // all but the answer so far
+  const drawn = v.liveDrawn;
+  const body = drawn && drawn.about === about && live.querySelector(".nbchat-body");
+  const parsed = parseMarkup(message.html || "");
+  if (body) {
+    // An update of the same answer: what the stream settled keeps its nodes (and their layout).
+    redrawChanged(body, drawn.parsed, parsed, model, el);
+  } else {
+    live.replaceChildren(...(message.html || message.query ? messageNodes(message, model, el) : []));
+    replaceEmoji(live);
+  }
+  v.liveDrawn = { about, parsed };
   drawEmpty(v);
-  replaceEmoji(live);
   toEnd(v);
 }
 
