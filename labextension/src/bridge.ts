@@ -21,6 +21,18 @@ import { ProposalsView } from './proposals';
 
 export const TARGET = 'nbchat.notebook';
 
+/**
+ * The comm target `nbchat.page`: the kernel asks which version of its renderer's
+ * stylesheet this page holds (style/markup.css), and leaves it out of a cell's
+ * streaming updates when it is its own.
+ */
+const STYLE_TARGET = 'nbchat.page';
+
+function heldStyle(): string {
+  const value = getComputedStyle(document.documentElement).getPropertyValue('--nbchat-markup-style');
+  return value.trim().replace(/^"|"$/g, '');
+}
+
 /** This page, as the kernel tells pages apart. */
 const CLIENT = UUID.uuid4();
 
@@ -59,6 +71,10 @@ export class CommTargets {
     }
     this.seen.add(kernel);
     kernel.registerCommTarget(TARGET, (comm, msg) => this.open(kernel, comm, msg));
+    kernel.registerCommTarget(STYLE_TARGET, comm => {
+      comm.send({ style: heldStyle() });
+      comm.close();
+    });
     void this.reattach(kernel);
   }
 

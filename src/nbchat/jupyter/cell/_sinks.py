@@ -31,6 +31,7 @@ from ...base.events import (
     TurnFinished,
     TurnStarted,
 )
+from ._page_style import page_holds_style
 from ._views import reasoning_html
 
 if TYPE_CHECKING:
@@ -253,12 +254,14 @@ class DisplaySink(Sink):
 
 
 def _streaming(turn: TurnView) -> dict[str, str]:
-    """An update while the turn streams: its math left for the final render to typeset.
+    """An update while the turn streams: its math left for the final render to typeset,
+    its stylesheet left to the page where the page holds it (:mod:`._page_style`).
 
     MathJax typesets all of an output each time it is replaced: 300 formulas
     streamed would block the page for many times what showing them once costs.
     """
-    return {"text/html": markup.styled(turn.html(), typeset=False)}
+    html = markup.styled(turn.html(), typeset=False)
+    return {"text/html": html.removeprefix(markup.STYLE) if page_holds_style() else html}
 
 
 class TextSink(Sink):
