@@ -37,7 +37,10 @@ from ._views import reasoning_html
 if TYPE_CHECKING:
     from ...base.records import PendingCall
 
-BACKOFF_CHARS = 20_000  # the update interval doubles for every this many characters
+# The update interval doubles for every this many characters: each update costs the page
+# in proportion to the answer's length (a cell's output is replaced whole, a growing
+# paragraph is laid out whole), so a long answer is drawn less often.
+BACKOFF_CHARS = 5_000
 REASONING_INDENT = "    "  # a terminal shows the thinking indented above the answer
 
 
