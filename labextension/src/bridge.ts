@@ -71,10 +71,8 @@ export class CommTargets {
     }
     this.seen.add(kernel);
     kernel.registerCommTarget(TARGET, (comm, msg) => this.open(kernel, comm, msg));
-    kernel.registerCommTarget(STYLE_TARGET, comm => {
-      comm.send({ style: heldStyle() });
-      comm.close();
-    });
+    // The kernel closes the comm once it has read the answer.
+    kernel.registerCommTarget(STYLE_TARGET, comm => void comm.send({ style: heldStyle() }));
     void this.reattach(kernel);
   }
 

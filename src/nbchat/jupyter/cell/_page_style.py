@@ -11,6 +11,7 @@ answers once the kernel is idle, so the first cell that streams still carries it
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 from typing import Any
@@ -57,5 +58,7 @@ def _ask(answers: list[str]) -> None:
         data = msg.get("content", {}).get("data")
         if isinstance(data, dict):
             answers.append(str(data.get("style", "")))
+        with contextlib.suppress(Exception):  # closed already
+            asked.close()
 
     asked.on_msg(on_msg)
