@@ -19,6 +19,18 @@ os.environ.update(NBCHAT_BASE_URL={url!r}, NBCHAT_MODEL="scripted-small", NBCHAT
 ANSWER = "Tea is brewed by steeping leaves in hot water, then poured and enjoyed slowly."
 
 
+def open_panel(notebook, scripted_server, tmp_path):
+    """A notebook on the scripted server with the panel in its second cell, ready to type in."""
+    setup = SETUP.format(url=scripted_server.url, store=str(tmp_path / "store"))
+    nb = notebook([setup, "%chat --panel"])
+    nb.run_cell(0)
+    nb.run_cell(1)
+    out = nb.output(1)
+    box = out.locator(".nbchat-panel textarea")
+    box.wait_for(timeout=30_000)
+    return nb, out, box
+
+
 def is_title_request(body):
     return "conversation title" in body["messages"][0]["content"]
 
@@ -32,13 +44,7 @@ def test_send_streams_the_answer_and_lists_the_new_thread(notebook, scripted_ser
         ]),
         Reply("Black tea it is: steep it for four minutes.", after_tool="choose"),
     )
-    setup = SETUP.format(url=scripted_server.url, store=str(tmp_path / "store"))
-    nb = notebook([setup, "%chat --panel"])
-    nb.run_cell(0)
-    nb.run_cell(1)
-    out = nb.output(1)
-    box = out.locator(".nbchat-panel textarea")
-    box.wait_for(timeout=30_000)
+    nb, out, box = open_panel(notebook, scripted_server, tmp_path)
     expect(out).to_contain_text("No thread selected")
     nb.screenshot("1-empty-panel")
 
@@ -80,13 +86,7 @@ def test_a_streaming_answer_keeps_what_it_settled(notebook, scripted_server, tmp
         Reply("Settled", when=is_title_request),
         Reply(GROWING, when="grow", chunk_size=6, delay=0.04, reasoning="First I weigh it."),
     )
-    setup = SETUP.format(url=scripted_server.url, store=str(tmp_path / "store"))
-    nb = notebook([setup, "%chat --panel"])
-    nb.run_cell(0)
-    nb.run_cell(1)
-    out = nb.output(1)
-    box = out.locator(".nbchat-panel textarea")
-    box.wait_for(timeout=30_000)
+    nb, out, box = open_panel(notebook, scripted_server, tmp_path)
     box.fill("Grow an answer")
     out.get_by_role("button", name="Send").click()
 
