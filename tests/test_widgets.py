@@ -343,6 +343,22 @@ def test_new_rename_and_delete(chat, scripted_server):
     assert panel.status == f"Deleted thread {thread}."
 
 
+def test_a_long_answer_is_drawn_in_the_panel_less_often_than_in_a_cell(chat, scripted_server):
+    # 4,000 characters over about 2 s: a cell's interval grows to 0.18 s, the panel's to 0.9 s.
+    answer = "word " * 800
+    scripted_server.script(title_reply(), Reply(answer, when="long", chunk_size=20, delay=0.01))
+    panel = ChatPanel(chat=chat)
+    drawn: list[str] = []
+    panel.observe(lambda change: drawn.append(visible(change.new.get("html", ""))),
+                  "streaming_message")  # fmt: skip
+    panel.value = "long"
+    panel.submit()
+    chat.threads()
+    sizes = [len(text) for text in drawn if text.startswith("word")]
+    assert sizes == sorted(sizes) and 2 <= len(sizes) <= 8, sizes
+    assert not panel.streaming and answer.strip() in panel.conversation.text
+
+
 def test_send_streams_the_answer_into_the_conversation(chat, scripted_server):
     scripted_server.script(
         title_reply("Greeting Chat"),

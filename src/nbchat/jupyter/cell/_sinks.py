@@ -212,9 +212,13 @@ class DisplaySink(Sink):
     """One display handle: placeholder, coalesced updates and the final render (live),
     or the final render alone."""
 
-    def __init__(self, handle: DisplayHandle | None, *, live: bool, rate: float) -> None:
+    def __init__(
+        self, handle: DisplayHandle | None, *, live: bool, rate: float,
+        backoff_chars: int = BACKOFF_CHARS,
+    ) -> None:  # fmt: skip
         self.handle, self.live = handle, live
         self.interval = 1.0 / rate if rate > 0 else 0.0
+        self.backoff_chars = backoff_chars
         self.due = 0.0
 
     def begin(self, turn: TurnView) -> None:
@@ -227,7 +231,7 @@ class DisplaySink(Sink):
         if self.live and now >= self.due:
             self._show(_streaming(turn))
             # Each update re-renders the whole text: back off as it grows.
-            self.due = now + self.interval * (1 + turn.size / BACKOFF_CHARS)
+            self.due = now + self.interval * (1 + turn.size / self.backoff_chars)
 
     def reasoning(self, turn: TurnView, text: str) -> None:
         self.text(turn, text)
