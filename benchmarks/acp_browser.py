@@ -23,7 +23,10 @@ The same measurements run in the panel (``%chat --panel``, the agent picked in
    (target: the page's cost at most 1.5 x). The agent sends the answer as
    1,000 chunks paced over ``--seconds`` (``drip``), or waits as long and
    sends it in one; and unpaced: 1,000 chunks as fast as it can against one.
-   For each turn, the renderer main thread's ScriptDuration, LayoutDuration,
+   Each measured turn is the second of a new thread: a short first turn starts
+   the thread's agent process before the window (its start-up, about 1.5 s of
+   CPU on a 2-core machine, is neither turn's and would slow the page's clock
+   unevenly). For each turn, the renderer main thread's ScriptDuration, LayoutDuration,
    RecalcStyleDuration and TaskDuration (CDP ``Performance.getMetrics``
    deltas), from just before Enter (Shift+Enter) to ``--settle`` seconds after
    the agent's turn ended (the benchmark does not touch the page meanwhile);
@@ -82,6 +85,9 @@ KINDS = [
 PAIRS = [("paced 1,000 chunks", "paced, in one chunk"), ("unpaced 1,000 chunks", "in one chunk")]
 
 
+WARM_UP, WARM_REPLY = "warm up", "ready."
+
+
 def marker(n: int) -> str:
     return f"QMARK{n}Z"
 
@@ -99,7 +105,7 @@ def script(runs: int, seconds: float) -> dict[str, Any]:
         }
         for n in range(runs)
     ]
-    return {"turns": [*firsts,
+    return {"turns": [*firsts, {"when": WARM_UP, "steps": [{"say": WARM_REPLY}]},
         {"when": "drip thousand", "steps": [{"drip": WORDS, "chunks": 1000, "seconds": seconds}]},
         {"when": "drip once", "steps": [{"drip": WORDS, "chunks": 1, "seconds": seconds}]},
         {"when": "flood thousand", "steps": [{"say": WORDS, "chunks": 1000}]},
@@ -269,6 +275,11 @@ class Panel:
         if picker.input_value() != "scripted":
             picker.select_option("scripted")
         box = self.el.locator("textarea.nbchat-input-box")
+        if new:  # the thread's agent started before the measured turn
+            box.click()
+            box.fill(WARM_UP)
+            self.go()
+            _until(lambda: self.done(WARM_REPLY), "the warm-up turn")
         box.click()
         box.fill(question)
 
@@ -293,7 +304,13 @@ class Cell:
         return self.nb.output(CELL)
 
     def prepare(self, question: str, new: bool) -> None:
-        source = f"%chat {'-n ' if new else ''}--with scripted {question}"
+        if new:  # the thread's agent started before the measured turn
+            self._type(f"%chat -n --with scripted {WARM_UP}")
+            self.go()
+            _until(lambda: self.done(WARM_REPLY), "the warm-up turn")
+        self._type(f"%chat --with scripted {question}")
+
+    def _type(self, source: str) -> None:
         self.page.evaluate(_JS_SOURCE, [self.nb.path, CELL, source])
         self.before = self.nb.execution_count(CELL)
         self.nb.cell(CELL).locator(".jp-InputPrompt").click()
@@ -363,7 +380,7 @@ def turn_cost(where: Panel | Cell, cdp: CDPSession, stamps: Stamps, question: st
     page = where.page
     where.prepare(question, new=True)
     page.evaluate("() => { const b = window.__bench; b.messages = b.bytes = 0; b.count = true; }")
-    page.wait_for_timeout(500)  # the typing's and the new thread's work done
+    page.wait_for_timeout(1500)  # the warm-up's and the typing's work done
     ends = stamps.ends()
     before = metrics(cdp)
     where.go()
