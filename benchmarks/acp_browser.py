@@ -30,6 +30,9 @@ The same measurements run in the panel (``%chat --panel``, the agent picked in
    RecalcStyleDuration and TaskDuration (CDP ``Performance.getMetrics``
    deltas), from just before Enter (Shift+Enter) to ``--settle`` seconds after
    the agent's turn ended (the benchmark does not touch the page meanwhile);
+   the renderer main thread's own CPU time (``cpu``: the kernel's schedstat for
+   that thread; CDP's durations are wall clock and also count the time the
+   renderer waited for a core while the kernel and the agent worked);
    the page's kernel messages and bytes in that window; the same window with
    nothing asked (the idle page) to read the rest against. Ratios of the medians,
    raw and with the idle page's share taken out. ``--trace`` adds a Chromium
@@ -72,9 +75,10 @@ from e2e.jupyterlab import NotebookPage, launch_chromium, open_notebook  # noqa:
 TARGET_FIRST_MS = 30.0
 TARGET_FLOOD = 1.5
 WORDS = "".join(f"w{n:03d} " for n in range(1000))  # 5,000 characters: 1,000 five-char chunks
-METRICS = ("ScriptDuration", "LayoutDuration", "RecalcStyleDuration", "TaskDuration")
+METRICS = ("ScriptDuration", "LayoutDuration", "RecalcStyleDuration", "TaskDuration",
+           "MainThreadCpu")  # fmt: skip
 SHORT = {"ScriptDuration": "script", "LayoutDuration": "layout",
-         "RecalcStyleDuration": "style", "TaskDuration": "task"}  # fmt: skip
+         "RecalcStyleDuration": "style", "TaskDuration": "task", "MainThreadCpu": "cpu"}
 # (label, question, streamed kind or None for its one-chunk pair)
 KINDS = [
     ("paced 1,000 chunks", "drip thousand"),
@@ -371,7 +375,36 @@ FIRST_ROWS = ["agent sent -> kernel stamped", "kernel stamped -> page received",
 # -- 2. the page's cost of a turn -----------------------------------------------------------
 def metrics(cdp: CDPSession) -> dict[str, float]:
     got = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+    got["MainThreadCpu"] = main_thread_cpu(RENDERER[0])
     return {name: got[name] for name in (*METRICS, "Timestamp")}
+
+
+# The page's renderer process (found by `find_renderer`); its main thread's CPU time, unlike
+# CDP's durations (wall clock), leaves out the time it waited for a core while the kernel,
+# the agent and the server worked on the machine's other processes.
+RENDERER = [0]
+
+
+def main_thread_cpu(pid: int) -> float:
+    """Seconds the process's main thread has run on a CPU (the kernel's schedstat)."""
+    return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[0]) / 1e9
+
+
+def find_renderer(page: Page) -> int:
+    """The renderer process whose main thread runs this page's script."""
+
+    def renderers() -> dict[int, float]:
+        found = {}
+        for proc in Path("/proc").iterdir():
+            with contextlib.suppress(OSError):
+                if proc.name.isdigit() and b"--type=renderer" in (proc / "cmdline").read_bytes():
+                    found[int(proc.name)] = main_thread_cpu(int(proc.name))
+        return found
+
+    before = renderers()
+    page.evaluate("() => { const end = performance.now() + 400; while (performance.now() < end); }")
+    after = renderers()
+    return max(after, key=lambda pid: after[pid] - before.get(pid, after[pid]))
 
 
 def turn_cost(where: Panel | Cell, cdp: CDPSession, stamps: Stamps, question: str,
@@ -547,7 +580,7 @@ def report_flood(
         )
     print(
         f"   {'where':6}{'turn':24}{'window s':>9}{'msgs':>6}{'KB in':>8}{'script':>8}"
-        f"{'layout':>8}{'style':>7}{'task':>8}{'work':>8}{'net work':>9}"
+        f"{'layout':>8}{'style':>7}{'task':>8}{'work':>8}{'net work':>9}{'cpu':>7}"
     )
 
     def work(row: dict[str, float]) -> float:
@@ -566,7 +599,7 @@ def report_flood(
                 f"{med(rows, 'kb'):8.1f}{med(rows, 'script'):8.1f}{med(rows, 'layout'):8.1f}"
                 f"{med(rows, 'style'):7.1f}{med(rows, 'task'):8.1f}"
                 f"{statistics.median(work(r) for r in rows):8.1f}"
-                f"{statistics.median(net(r, where) for r in rows):9.1f}"
+                f"{statistics.median(net(r, where) for r in rows):9.1f}{med(rows, 'cpu'):7.1f}"
                 + (f"   ({late} window(s) grown: the page was late)" if late else "")
             )
     print(f"   ratios, streamed / one chunk, of the medians (target <= {TARGET_FLOOD} on work)")
@@ -574,7 +607,7 @@ def report_flood(
         for streamed, once in PAIRS:
             a, b = kinds[streamed], kinds[once]
             parts = [f"{key} {med(a, key) / max(med(b, key), 1e-3):5.2f}x"
-                     for key in ("script", "layout", "style", "task")]  # fmt: skip
+                     for key in ("script", "layout", "style", "task", "cpu")]  # fmt: skip
             works = [statistics.median(work(r) for r in rows) for rows in (a, b)]
             nets = [max(statistics.median(net(r, where) for r in rows), 1e-3) for rows in (a, b)]
             ratio = works[0] / works[1]
@@ -617,6 +650,7 @@ def main() -> None:
             nb.run_cell(0)
             cdp = page.context.new_cdp_session(page)
             cdp.send("Performance.enable", {"timeDomain": "timeTicks"})
+            RENDERER[0] = find_renderer(page)
             firsts: dict[str, list[dict[str, float]]] = {}
             costs: dict[str, dict[str, list[dict[str, float]]]] = {}
             idle: dict[str, dict[str, float]] = {}

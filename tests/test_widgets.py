@@ -343,8 +343,8 @@ def test_new_rename_and_delete(chat, scripted_server):
     assert panel.status == f"Deleted thread {thread}."
 
 
-def test_a_long_answer_is_drawn_in_the_panel_less_often_than_in_a_cell(chat, scripted_server):
-    # 4,000 characters over about 2 s: a cell's interval grows to 0.18 s, the panel's to 0.9 s.
+def test_a_long_answer_is_drawn_in_the_panel_less_and_less_often(chat, scripted_server):
+    # 4,000 characters over about 2 s: the interval grows from 0.1 s to 0.9 s.
     answer = "word " * 800
     scripted_server.script(title_reply(), Reply(answer, when="long", chunk_size=20, delay=0.01))
     panel = ChatPanel(chat=chat)

@@ -37,10 +37,12 @@ from ._views import reasoning_html
 if TYPE_CHECKING:
     from ...base.records import PendingCall
 
-# The update interval doubles for every this many characters: each update costs the page
-# in proportion to the answer's length (a cell's output is replaced whole, a growing
-# paragraph is laid out whole), so a long answer is drawn less often.
-BACKOFF_CHARS = 5_000
+# The update interval grows by itself for every this many characters (0.1 s + 0.2 ms a
+# character at ten a second): each update costs the page in proportion to the answer's
+# length (a cell's output is replaced whole, the panel's growing paragraph laid out whole),
+# so what the page spends drawing a stream stays a small share of its time however long the
+# answer grows; a 5,000-character answer is drawn about once a second.
+BACKOFF_CHARS = 500
 REASONING_INDENT = "    "  # a terminal shows the thinking indented above the answer
 
 
@@ -212,13 +214,9 @@ class DisplaySink(Sink):
     """One display handle: placeholder, coalesced updates and the final render (live),
     or the final render alone."""
 
-    def __init__(
-        self, handle: DisplayHandle | None, *, live: bool, rate: float,
-        backoff_chars: int = BACKOFF_CHARS,
-    ) -> None:  # fmt: skip
+    def __init__(self, handle: DisplayHandle | None, *, live: bool, rate: float) -> None:
         self.handle, self.live = handle, live
         self.interval = 1.0 / rate if rate > 0 else 0.0
-        self.backoff_chars = backoff_chars
         self.due = 0.0
 
     def begin(self, turn: TurnView) -> None:
@@ -231,7 +229,7 @@ class DisplaySink(Sink):
         if self.live and now >= self.due:
             self._show(_streaming(turn))
             # Each update re-renders the whole text: back off as it grows.
-            self.due = now + self.interval * (1 + turn.size / self.backoff_chars)
+            self.due = now + self.interval * (1 + turn.size / BACKOFF_CHARS)
 
     def reasoning(self, turn: TurnView, text: str) -> None:
         self.text(turn, text)

@@ -7,8 +7,7 @@ them in one of three modes:
     A placeholder (``_… waiting for MODEL_``) right away, then the Markdown of
     the answer through *one* display handle, updated at most about ten times a
     second and less often as the text grows (every update re-sends and
-    re-renders the whole text: the interval grows by itself for every
-    ``backoff_chars`` characters), then one final full render.
+    re-renders the whole text), then one final full render.
 ``"final"``
     One display at the end: what non-interactive runs (nbclient, nbval,
     papermill) must save, since nbval compares a cell's *first* display.
@@ -27,11 +26,9 @@ the metadata
 API for front ends (the magics and :mod:`nbchat.jupyter.panel.widget`)::
 
     render_turn(events, *, mode=None, handle=None, chat=None, metadata=None,
-                max_updates_per_second=10.0, backoff_chars=5000,
-                show_error=True) -> RenderResult
+                max_updates_per_second=10.0, show_error=True) -> RenderResult
     TurnRenderer(*, mode=None, handle=None, chat=None, metadata=None,
-                 max_updates_per_second=10.0, backoff_chars=5000, show_error=True,
-                 reserve=False)
+                 max_updates_per_second=10.0, show_error=True, reserve=False)
         .render(events) -> RenderResult     .handle -> DisplayHandle | None
     new_handle() -> DisplayHandle           detect_mode() -> "live" | "final" | "text"
 
@@ -69,7 +66,7 @@ from ...base.errors import NbchatError
 from ...base.events import TextDelta
 from ...base.records import PendingCall
 from ...engine.chat import Answer
-from ._sinks import BACKOFF_CHARS, DisplaySink, Sink, TextSink, TurnView
+from ._sinks import DisplaySink, Sink, TextSink, TurnView
 
 if TYPE_CHECKING:
     from ...engine.chat import Chat
@@ -180,7 +177,6 @@ class TurnRenderer:
         chat: Chat | None = None,
         metadata: Mapping[str, Any] | None = None,
         max_updates_per_second: float = 10.0,
-        backoff_chars: int = BACKOFF_CHARS,
         show_error: bool = True,
         reserve: bool = False,
         prompts: PromptsHook | None = None,
@@ -192,7 +188,6 @@ class TurnRenderer:
         self.chat = chat
         self.metadata = dict(metadata or {})
         self.max_updates_per_second = max_updates_per_second
-        self.backoff_chars = backoff_chars
         self.show_error = show_error
         self.prompts = prompts
 
@@ -200,8 +195,7 @@ class TurnRenderer:
         """Consume ``events`` and render them; the outcome (never raises NbchatError)."""
         mode = self.mode or detect_mode()
         sink: Sink = TextSink() if mode == "text" else DisplaySink(
-            self.handle, live=mode == "live", rate=self.max_updates_per_second,
-            backoff_chars=self.backoff_chars,
+            self.handle, live=mode == "live", rate=self.max_updates_per_second
         )
         turn = TurnView(sink)
         on, on_text = turn.on, turn.on_text  # text is nearly every event: skip the dispatch
@@ -249,8 +243,7 @@ class TurnRenderer:
         def factory() -> TurnRenderer:
             return TurnRenderer(
                 mode=self.mode, chat=self.chat, metadata=self.metadata, reserve=True,
-                max_updates_per_second=self.max_updates_per_second,
-                backoff_chars=self.backoff_chars, show_error=self.show_error,
+                max_updates_per_second=self.max_updates_per_second, show_error=self.show_error,
                 prompts=self.prompts,
             )
 
@@ -265,15 +258,13 @@ def render_turn(
     chat: Chat | None = None,
     metadata: Mapping[str, Any] | None = None,
     max_updates_per_second: float = 10.0,
-    backoff_chars: int = BACKOFF_CHARS,
     show_error: bool = True,
     prompts: PromptsHook | None = None,
 ) -> RenderResult:
     """Render one turn's events into the current cell; see the module docstring."""
     renderer = TurnRenderer(
         mode=mode, handle=handle, chat=chat, metadata=metadata,
-        max_updates_per_second=max_updates_per_second, backoff_chars=backoff_chars,
-        show_error=show_error, prompts=prompts,
+        max_updates_per_second=max_updates_per_second, show_error=show_error, prompts=prompts,
     )
     return renderer.render(events)
 

@@ -15,12 +15,7 @@ from typing import Any
 from ...base import markup
 from ...base.events import Event
 
-__all__ = ["LIVE_BACKOFF_CHARS", "LiveSink", "Stoppable", "mentioned"]
-
-# The live message's update interval grows by itself for every this many characters, sooner
-# than a cell's: each update is a widget message the page decodes, compares and lays out in
-# proportion to the answer's length, beside whatever else the panel shows.
-LIVE_BACKOFF_CHARS = 500
+__all__ = ["LiveSink", "Stoppable", "mentioned"]
 
 
 class LiveSink:

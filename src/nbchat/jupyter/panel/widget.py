@@ -60,7 +60,7 @@ from ..cell.render import RenderResult, detect_mode, render_turn
 from . import _agents, _intents
 from ._follow import HISTORY_SIZE, FollowingPanel
 from ._messages import conversation_view
-from ._stream import LIVE_BACKOFF_CHARS, LiveSink, mentioned
+from ._stream import LiveSink, mentioned
 from ._worker import AnswerWorker
 
 __all__ = [
@@ -459,7 +459,7 @@ class ChatPanel(FollowingPanel):
                 # compares, and only a live renderer offers the prompts of a suspension.
                 result = render_turn(
                     watched(events), mode="live", handle=self.live,  # type: ignore[arg-type]
-                    backoff_chars=LIVE_BACKOFF_CHARS, chat=self._asking or self.chat,
+                    chat=self._asking or self.chat,
                     prompts=show_tool_prompts,
                 )
         finally:
