@@ -373,6 +373,16 @@ class NotebookPage:
             lambda: f"cell {index} did not finish running within {timeout} s",
         )
 
+    def run_panel(self, index: int = 1) -> tuple[Locator, Locator]:
+        """Run the cells up to `index`, the last one showing the chat panel; its output and
+        input box, once the box is drawn."""
+        for n in range(index + 1):
+            self.run_cell(n)
+        out = self.output(index)
+        box = out.locator(".nbchat-panel textarea")
+        box.wait_for(timeout=30_000)
+        return out, box
+
     def wait_for_text(self, index: int, text: str, timeout: float = 30) -> None:
         """Wait until the output of cell `index` contains `text`."""
         self._poll(

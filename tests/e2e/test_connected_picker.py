@@ -36,11 +36,7 @@ def test_the_picker_groups_models_by_endpoint_and_each_answers(notebook, tmp_pat
         setup = SETUP.format(store=str(tmp_path / "store"), config=str(tmp_path / "c.json"),
                              data=str(tmp_path / "data"), a=a.url, b=b.url)  # fmt: skip
         nb = notebook([setup, "%chat --panel"])
-        nb.run_cell(0)
-        nb.run_cell(1)
-        out = nb.output(1)
-        box = out.locator(".nbchat-panel textarea")
-        box.wait_for(timeout=30_000)
+        out, box = nb.run_panel()
         picker = out.locator("select.nbchat-model")
         groups = picker.locator("optgroup")
         expect(groups).to_have_count(2)

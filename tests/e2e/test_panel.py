@@ -23,12 +23,7 @@ def open_panel(notebook, scripted_server, tmp_path):
     """A notebook on the scripted server with the panel in its second cell, ready to type in."""
     setup = SETUP.format(url=scripted_server.url, store=str(tmp_path / "store"))
     nb = notebook([setup, "%chat --panel"])
-    nb.run_cell(0)
-    nb.run_cell(1)
-    out = nb.output(1)
-    box = out.locator(".nbchat-panel textarea")
-    box.wait_for(timeout=30_000)
-    return nb, out, box
+    return nb, *nb.run_panel()
 
 
 def is_title_request(body):

@@ -27,11 +27,7 @@ def test_preview_shows_the_request_and_its_hostile_text_stays_text(notebook, scr
     setup = SETUP.format(url=scripted_server.url, store=str(tmp_path / "store"),
                          notes=payload("previewctx"))  # fmt: skip
     nb = notebook([setup, "%chat --panel"])
-    nb.run_cell(0)
-    nb.run_cell(1)
-    out = nb.output(1)
-    box = out.locator(".nbchat-panel textarea")
-    box.wait_for(timeout=30_000)
+    out, box = nb.run_panel()
     box.fill(f"What do @notes say? {payload('previewq')}")
     out.get_by_role("button", name="Preview").click()
     pane = out.locator(".nbchat-preview-pane")
