@@ -54,6 +54,22 @@ _JS_ADD_CELL = """
                                                {cell_type: 'code', source: ''});
 }
 """
+# One cell as the page shows it: sent to the kernel or run, its prompt, outputs and kernel.
+_JS_CELL_STATE = """
+([path, id]) => {
+    const panel = Array.from(window.jupyterapp.shell.widgets('main'))
+        .find(w => w.context && w.context.path === path && w.content);
+    const cell = panel.content.widgets.find(w => w.model.id === id);
+    const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
+    const prompt = cell.node.querySelector('.jp-InputPrompt').textContent;
+    return {
+        sent: cell.model.executionCount !== null || prompt.includes('*'),
+        prompt, count: cell.model.executionCount,
+        outputs: cell.node.querySelector('.jp-Cell-outputArea').textContent.slice(0, 2000),
+        kernel: kernel ? [kernel.status, kernel.connectionStatus] : null,
+    };
+}
+"""
 _JS_DIRTY = """
 (path) => Array.from(window.jupyterapp.shell.widgets('main'))
     .find(w => w.context && w.context.path === path && w.content).context.model.dirty
@@ -147,12 +163,23 @@ def answer(nb: NotebookPage, lab: JupyterLab, index: int, line: str) -> int:
     expect(nb.cell(index).locator(".jp-InputArea-editor")).to_have_text(line)
     nb.page.keyboard.press("Escape")
     nb.page.keyboard.press("Shift+Enter")
+    try:  # JupyterLab marks a cell it sends to the kernel at once ([*]), or it has run
+        wait_until(lambda: nb.page.evaluate(_JS_CELL_STATE, [nb.path, cell_id])["sent"],
+                   "the answer cell sent", None, lab, timeout=15)  # fmt: skip
+    except AssertionError:  # a key lost by a loaded browser: the cell never left the page
+        nb.cell(index).locator(".jp-InputPrompt").click()
+        nb.page.keyboard.press("Escape")
+        nb.page.keyboard.press("Shift+Enter")
 
     def count() -> int | None:
         cell = next(c for c in cells_of(nb) if c["id"] == cell_id)
         return cell.get("execution_count") if nb.is_kernel_idle() else None
 
-    return wait_until(count, "the answer cell run", nb.page, lab, timeout=60)
+    try:
+        return wait_until(count, "the answer cell run", nb.page, lab, timeout=60)
+    except AssertionError as error:
+        state = nb.page.evaluate(_JS_CELL_STATE, [nb.path, cell_id])
+        raise AssertionError(f"the answer cell, as the page shows it: {state}\n{error}") from None
 
 
 def cell_ids(agent: Callable[..., Any], path: str) -> list[str]:
