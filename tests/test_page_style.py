@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -26,3 +27,12 @@ def test_the_extension_holds_the_renderers_stylesheet_and_its_version():
 
 def test_outside_a_kernel_the_stylesheet_stays_in_every_update():
     assert _page_style.page_holds_style() is False
+
+
+def test_the_extension_draws_the_live_updates_the_kernel_sends():
+    source = (CSS.parents[1] / "src" / "live.ts").read_text(encoding="utf-8")
+    declared = re.search(r"export const LIVE_MIME_TYPE = '([^']+)';", source)
+    assert declared is not None and declared.group(1) == _page_style.LIVE_MIME_TYPE
+    built = json.loads((Path(_page_style.__file__).parents[2] / "labextension" / "package.json")
+                       .read_text(encoding="utf-8"))  # fmt: skip
+    assert built["jupyterlab"]["_build"].get("mimeExtension"), "rebuild the extension"

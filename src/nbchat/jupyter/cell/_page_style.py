@@ -7,6 +7,10 @@ its version): the kernel asks once, on the comm target ``nbchat.page``, which ve
 the page holds, and streaming updates leave the stylesheet out when it is this one. The
 final render always carries it (saved notebooks, nbconvert, other front ends). A page
 answers once the kernel is idle, so the first cell that streams still carries it.
+
+The same answer says the page can draw :data:`LIVE_MIME_TYPE`: the streaming markup,
+redrawn only where it changed. A page whose extension predates that renderer shows the
+update's ``text/html`` beside it, as before.
 """
 
 from __future__ import annotations
@@ -20,9 +24,12 @@ from IPython import get_ipython
 
 from ...base import markup
 
-__all__ = ["TARGET", "VERSION", "page_holds_style"]
+__all__ = ["LIVE_MIME_TYPE", "TARGET", "VERSION", "page_holds_style"]
 
 TARGET = "nbchat.page"
+# What the extension (``labextension/src/live.ts``) redraws only where it changed: the same
+# safe markup as the update's text/html, for trusted outputs only.
+LIVE_MIME_TYPE = "application/vnd.nbchat.live+html"
 VERSION = hashlib.sha256(markup.STYLE.encode()).hexdigest()[:12]
 
 _answers: dict[int, list[str]] = {}  # a kernel's versions, one a page that answered

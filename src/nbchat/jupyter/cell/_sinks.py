@@ -31,7 +31,7 @@ from ...base.events import (
     TurnFinished,
     TurnStarted,
 )
-from ._page_style import page_holds_style
+from ._page_style import LIVE_MIME_TYPE, page_holds_style
 from ._views import reasoning_html
 
 if TYPE_CHECKING:
@@ -264,9 +264,15 @@ def _streaming(turn: TurnView) -> dict[str, str]:
 
     MathJax typesets all of an output each time it is replaced: 300 formulas
     streamed would block the page for many times what showing them once costs.
+    A page with nbchat's extension also gets the markup as :data:`LIVE_MIME_TYPE`,
+    which it redraws only where it changed (what the person selected or opened in the
+    settled part stays); any other front end shows ``text/html``.
     """
     html = markup.styled(turn.html(), typeset=False)
-    return {"text/html": html.removeprefix(markup.STYLE) if page_holds_style() else html}
+    if page_holds_style():
+        html = html.removeprefix(markup.STYLE)
+        return {LIVE_MIME_TYPE: html, "text/html": html}
+    return {"text/html": html}
 
 
 class TextSink(Sink):
