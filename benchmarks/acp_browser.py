@@ -39,13 +39,16 @@ The same measurements run in the panel (``%chat --panel``, the agent picked in
    trace of a paced turn of each kind in each place (the renderer main
    thread's self time by event), ``--profile`` a V8 CPU profile of a paced
    turn in the panel (its top functions by self time): what the cost is.
+   The cell's turns also run, round by round, with its updates in text/html
+   only (``cell-h``: what JupyterLab does without nbchat's live renderer,
+   replacing the whole answer each time), and the two are compared.
 
 Loopback only (the agent is a local process; no model is asked); it stops by
 itself (``--deadline``). Noisy machine: medians over ``--repeat`` rounds, the
 kinds' order rotated each round; nothing is asserted about times.
 
 Run: ``.venv/bin/python benchmarks/acp_browser.py [--runs 8] [--repeat 3] [--only panel|cell]
-[--trace] [--profile]`` (about 3.5 minutes; 4 with both).
+[--trace] [--profile]`` (about 5 minutes for the cell, 3 for the panel).
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ KINDS = [
     ("in one chunk", "all at once"),
 ]
 PAIRS = [("paced 1,000 chunks", "paced, in one chunk"), ("unpaced 1,000 chunks", "in one chunk")]
+WITHOUT_LIVE = "cell-h"  # the cell, its updates in text/html only (no live renderer)
 
 
 WARM_UP, WARM_REPLY = "warm up", "ready."
@@ -209,7 +213,14 @@ _JS_SOURCE = f"""([path, index, source]) =>
 _JS_CLEAR = f"""([path, index]) =>
     ({_JS_PANEL})(path).content.widgets[index].model.outputs.clear()"""
 _JS_HAS = "(el, text) => el.textContent.includes(text)"
-SETUP = "%load_ext nbchat"
+SETUP = """\
+%load_ext nbchat
+from nbchat.jupyter.cell import _sinks as _bench_sinks
+_bench_streaming = _bench_sinks._streaming
+def _bench_live(on):  # off: a cell's updates in text/html only, as a page without live.ts
+    _bench_sinks._streaming = _bench_streaming if on else lambda turn: {
+        k: v for k, v in _bench_streaming(turn).items() if k != _bench_sinks.LIVE_MIME_TYPE}
+"""
 PANEL_CELL = "%chat --panel"
 PANEL = ".nbchat-panel"
 CELL = 2  # the cell the cell measurements run in
@@ -322,6 +333,13 @@ class Cell:
 
     def go(self) -> None:
         self.page.keyboard.press("Shift+Enter")
+
+    def live(self, on: bool) -> None:
+        """Whether the cell's updates carry the markup nbchat's live renderer draws."""
+        self._type(f"_bench_live({on})")
+        self.go()
+        _until(lambda: self.nb.execution_count(CELL) not in (None, self.before)
+               and self.nb.is_kernel_idle(), "the switch")  # fmt: skip
 
     def done(self, text: str) -> bool:
         return (self.nb.execution_count(CELL) not in (None, self.before)
@@ -573,13 +591,18 @@ def report_flood(
         f"+ style; paced = over {seconds:g} s"
     )
     for where, rate in rates.items():
+        if where == WITHOUT_LIVE:
+            continue
         print(
             f"   idle page ({where}): {rate['script']:.1f} script, {rate['layout']:.2f} layout, "
             f"{rate['style']:.2f} style, {rate['task']:.1f} task ms a second "
             f"(over {idle[where]['seconds']:.1f} s; 'net' takes that share of a window out)"
         )
+    if WITHOUT_LIVE in costs:
+        print(f"   {WITHOUT_LIVE}: the same cell, its updates without the markup of nbchat's live "
+              "renderer (text/html only: JupyterLab replaces the whole answer each time)")
     print(
-        f"   {'where':6}{'turn':24}{'window s':>9}{'msgs':>6}{'KB in':>8}{'script':>8}"
+        f"   {'where':7}{'turn':24}{'window s':>9}{'msgs':>6}{'KB in':>8}{'script':>8}"
         f"{'layout':>8}{'style':>7}{'task':>8}{'work':>8}{'net work':>9}{'cpu':>7}"
     )
 
@@ -595,7 +618,7 @@ def report_flood(
             rows = kinds[label]
             late = sum(r["late"] > 0 for r in rows)
             print(
-                f"   {where:6}{label:24}{med(rows, 'seconds'):9.2f}{med(rows, 'messages'):6.0f}"
+                f"   {where:7}{label:24}{med(rows, 'seconds'):9.2f}{med(rows, 'messages'):6.0f}"
                 f"{med(rows, 'kb'):8.1f}{med(rows, 'script'):8.1f}{med(rows, 'layout'):8.1f}"
                 f"{med(rows, 'style'):7.1f}{med(rows, 'task'):8.1f}"
                 f"{statistics.median(work(r) for r in rows):8.1f}"
@@ -612,7 +635,7 @@ def report_flood(
             nets = [max(statistics.median(net(r, where) for r in rows), 1e-3) for rows in (a, b)]
             ratio = works[0] / works[1]
             print(
-                f"   {where:6}{streamed + ' / ' + once:44} work {ratio:5.2f}x "
+                f"   {where:7}{streamed + ' / ' + once:44} work {ratio:5.2f}x "
                 f"(net {nets[0] / nets[1]:5.2f}x)  {', '.join(parts)}  "
                 f"{'met' if ratio <= TARGET_FLOOD else 'MISSED'}"
             )
@@ -622,6 +645,13 @@ def report_flood(
                 f"{more:+.0f} kernel messages ({(works[0] - works[1]) / max(more, 1):.2f} ms "
                 f"each)"
             )
+    if WITHOUT_LIVE in costs:
+        print(f"   side by side: cell / {WITHOUT_LIVE}, the same turns, of the medians")
+        for streamed, _ in PAIRS:
+            a, b = costs["cell"][streamed], costs[WITHOUT_LIVE][streamed]
+            ratio = statistics.median(work(r) for r in a) / statistics.median(work(r) for r in b)
+            task, cpu = (med(a, key) / med(b, key) for key in ("task", "cpu"))
+            print(f"   {streamed:24} work {ratio:5.2f}x, task {task:5.2f}x, cpu {cpu:5.2f}x")
 
 
 # -- the run --------------------------------------------------------------------------------
@@ -669,16 +699,24 @@ def main() -> None:
                     flush=True,
                 )
                 idle[name] = idle_cost(page, cdp, options.seconds + 2)
-                kinds: dict[str, list[dict[str, float]]] = {label: [] for label, _ in KINDS}
+                # The cell also without nbchat's live renderer, round by round: side by side.
+                variants = [name, WITHOUT_LIVE] if isinstance(where, Cell) else [name]
+                for variant in variants:
+                    costs[variant] = {label: [] for label, _ in KINDS}
+                idle[WITHOUT_LIVE] = idle[name]
                 for round_ in range(options.repeat):
                     order = KINDS[round_ % len(KINDS) :] + KINDS[: round_ % len(KINDS)]
                     if round_ % 2:
                         order.reverse()
-                    for label, question in order:
-                        kinds[label].append(turn_cost(where, cdp, stamps, question,
-                                                      options.settle))  # fmt: skip
+                    for variant in variants[:: -1 if round_ % 2 else 1]:
+                        if isinstance(where, Cell):
+                            where.live(variant != WITHOUT_LIVE)
+                        for label, question in order:
+                            costs[variant][label].append(turn_cost(where, cdp, stamps, question,
+                                                                   options.settle))  # fmt: skip
                     print(f"   ({name}: round {round_ + 1} of {options.repeat} done)", flush=True)
-                costs[name] = kinds
+                if isinstance(where, Cell):
+                    where.live(True)
                 if options.trace:
                     trace(where, stamps, options.settle, "drip thousand")
                     trace(where, stamps, options.settle, "drip once")
@@ -726,7 +764,7 @@ def _arguments() -> argparse.Namespace:
         action="store_true",
         help="a Chromium trace of a paced turn of each kind, in each place",
     )
-    parser.add_argument("--deadline", type=float, default=420, help="seconds before giving up")
+    parser.add_argument("--deadline", type=float, default=900, help="seconds before giving up")
     return parser.parse_args()
 
 
