@@ -3,8 +3,9 @@
 Once the page has said it holds nbchat's extension, each update also carries the
 markup as ``application/vnd.nbchat.live+html``. The extension's renderer keeps the
 paragraphs the answer has settled (the same DOM nodes, update after update, so text
-the person selected stays selected) and appends to the one that grows. The final render is plain ``text/html``: what is saved
-holds no live markup. Hostile text streamed through it shows as text and runs nothing.
+the person selected stays selected) and appends to the one that grows. The final
+render is plain ``text/html``: what is saved holds no live markup. Hostile text
+streamed through it shows as text and runs nothing.
 """
 
 from __future__ import annotations
