@@ -336,6 +336,12 @@ def test_the_docs_list_exactly_what_runs_at_once():
     assert lists["Functions passed on"] >= BY_NAME | BY_NAME_KEYWORDS
 
 
+def test_a_call_named_like_an_expired_numpy_alias_warns_nothing(notebook):
+    # A warning is an error here: numpy warned of `np.str` when the check looked it up.
+    for code in ("df.str()", "np.mean(arr).str()", "arr.object()"):
+        assert classify(code, notebook).is_risky
+
+
 NAMES = sorted(
     {n for cls in (pd.DataFrame, pd.Series, np.ndarray, pl.DataFrame, str, list, dict)
      for n in dir(cls)}

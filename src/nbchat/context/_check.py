@@ -35,7 +35,9 @@ from ._allowlist import (
 def _out_position(called: str, is_method: bool) -> int:
     """How many positional arguments ``called`` takes before numpy's ``out`` could be one."""
     numpy = sys.modules.get("numpy")
-    function = getattr(numpy, called, None) if numpy is not None and not is_method else None
+    # numpy's own names only: getattr would reach its module __getattr__, which warns the
+    # person about an expired alias (np.str, np.object) when the code calls a `str`.
+    function = vars(numpy).get(called) if numpy is not None and not is_method else None
     if numpy is not None and isinstance(function, numpy.ufunc):
         return int(function.nin)
     position = OUT_POSITION.get(called)
